@@ -1,0 +1,49 @@
+// Layer rules (see README "Folders"): a file's folder says where it runs and what it may import.
+const js = require('@eslint/js');
+const tseslint = require('typescript-eslint');
+
+const nodeBuiltins = ['node:*', 'fs', 'net', 'dgram', 'os', 'path', 'child_process', 'http', 'https', 'crypto', 'timers', 'worker_threads', 'events'];
+const restrict = (patterns, message) => ({
+  'no-restricted-imports': ['error', { patterns: [{ group: patterns, message }] }],
+});
+
+module.exports = tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'build/**', 'test-artifacts/**', 'bin/**', '*.config.js', 'eslint.config.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // Sans-IO: no Node, no DOM, nothing of ours but protocol itself.
+    files: ['protocol/**/*.ts'],
+    rules: {
+      ...restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
+        'protocol/ is sans-IO: no Node modules, no sockets, timers, clocks or files, and no other layer of ours.'),
+      'no-restricted-globals': ['error', 'setTimeout', 'setInterval', 'setImmediate', 'performance', 'process', 'require'],
+      'no-restricted-properties': ['error', { object: 'Date', property: 'now' }],
+    },
+  },
+  {
+    files: ['native/**/*.ts'],
+    rules: restrict(['**/app/**', '**/protocol/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
+      'native/ wraps the addon only; protocol logic lives in protocol/.'),
+  },
+  {
+    files: ['app/**/*.ts'],
+    rules: restrict(['**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'app/ may import protocol/ and native/ only.'),
+  },
+  {
+    files: ['server/**/*.ts'],
+    rules: restrict(['**/app/**', '**/native/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'server/ may import protocol/ only.'),
+  },
+  {
+    files: ['renderer/**/*.ts'],
+    rules: restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**'],
+      'renderer/ runs in the page: no Node, and only protocol/ types.'),
+  },
+);
