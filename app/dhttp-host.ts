@@ -1,0 +1,395 @@
+// The IO side of DHTTP: drives the sans-IO client (protocol/dhttp) with the native endpoint's sockets,
+// a monotonic clock and one timer. Everything protocol-shaped happens in the client; this file only
+// moves bytes and time between the two.
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import diagnostics from 'node:diagnostics_channel';
+import { performance } from 'node:perf_hooks';
+
+import { Endpoint, type EndpointCounters, type Incoming, type Peer } from '../native';
+import {
+  DhttpClient,
+  type ClientAction,
+  type ClientCounters,
+  type ClientEvent,
+  type DhttpClientOptions,
+  type HttpResponse,
+  parseTarget,
+} from '../protocol/dhttp';
+import { HostError } from './errors';
+
+/** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
+export const channels = {
+  request: diagnostics.channel('dhttp:request'),
+  response: diagnostics.channel('dhttp:response'),
+  resend: diagnostics.channel('dhttp:resend'),
+  fallback: diagnostics.channel('dhttp:fallback'),
+  dropped: diagnostics.channel('dhttp:dropped'),
+} as const;
+
+export interface FetchOptions {
+  method?: string;
+  headers?: [string, string][];
+  body?: Uint8Array;
+  /** Overall deadline; the client's own resend budget usually ends a request first. */
+  timeoutMs?: number;
+}
+
+export interface FetchResult {
+  url: string;
+  requestId: string;
+  response: HttpResponse;
+  /** Which channel carried the answer: 'udp', 'tcp' (DHTTP over TCP) or 'http' (plain HTTP/1.1). */
+  channel: 'udp' | 'tcp' | 'http';
+  resends: number;
+  fellBack: boolean;
+  /** Monotonic milliseconds (performance.now) when the request left and the answer was complete. */
+  startedAtMs: number;
+  completedAtMs: number;
+  /** Kernel receive timestamp (CLOCK_REALTIME ns) of the last packet of the answer, when the endpoint saw one. */
+  lastRxNs: bigint | null;
+}
+
+export interface DhttpHostOptions {
+  /**
+   * Address the endpoint listens on. 'auto' (default) binds the loopback address of the server's family for
+   * loopback servers and the wildcard '::' otherwise, because a DHTTP server must be able to reach us back.
+   */
+  bind?: string;
+  client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort'>>;
+  acceptDeadlineMs?: number;
+}
+
+interface Pending {
+  url: string;
+  resolve: (r: FetchResult) => void;
+  reject: (e: Error) => void;
+  startedAtMs: number;
+  fellBack: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** One native endpoint and the client state machine that announces its ports. */
+class Lane {
+  readonly endpoint: Endpoint;
+  readonly client: DhttpClient;
+  /** client connection key <-> native connection number */
+  private readonly keyToConn = new Map<number, number>();
+  private readonly connToKey = new Map<number, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt: number | null = null;
+  lastRxNs: bigint | null = null;
+
+  constructor(
+    readonly bind: string,
+    private readonly host: DhttpHost,
+    options: DhttpHostOptions,
+  ) {
+    this.endpoint = new Endpoint(
+      { host: bind, ...(options.acceptDeadlineMs !== undefined ? { acceptDeadlineMs: options.acceptDeadlineMs } : {}) },
+      (batch) => this.onIncoming(batch),
+    );
+    this.client = new DhttpClient({ ...options.client, udpPort: this.endpoint.udpPort, tcpPort: this.endpoint.tcpPort });
+  }
+
+  private onIncoming(batch: Incoming[]): void {
+    const now = performance.now();
+    for (const item of batch) {
+      switch (item.kind) {
+        case 'datagram':
+          this.lastRxNs = item.rxNs;
+          this.client.receiveDatagram(item.data, peerAddress(item.peer), now);
+          break;
+        case 'tcp-open':
+          if (item.inbound) {
+            const key = this.client.inboundConnection(peerAddress(item.peer), now);
+            this.map(key, item.conn);
+          } else {
+            const key = this.connToKey.get(item.conn);
+            if (key !== undefined) this.client.tcpOpened(key, now);
+          }
+          break;
+        case 'tcp-data': {
+          this.lastRxNs = item.rxNs;
+          const key = this.connToKey.get(item.conn);
+          if (key !== undefined) this.client.receiveTcp(key, item.data, now);
+          break;
+        }
+        case 'tcp-closed': {
+          const key = this.connToKey.get(item.conn);
+          if (key !== undefined) {
+            this.unmap(key);
+            this.client.tcpClosed(key, item.error ? { code: item.error.code } : null, now);
+          }
+          break;
+        }
+        case 'icmp-unreachable':
+          this.client.receiveIcmpUnreachable(peerAddress(item.peer), now);
+          break;
+      }
+    }
+    this.pump();
+  }
+
+  private map(key: number, conn: number): void {
+    this.keyToConn.set(key, conn);
+    this.connToKey.set(conn, key);
+  }
+
+  private unmap(key: number): void {
+    const conn = this.keyToConn.get(key);
+    this.keyToConn.delete(key);
+    if (conn !== undefined) this.connToKey.delete(conn);
+  }
+
+  /** Carries out every action the client queued, hands its events to the host, and re-arms the timer. */
+  pump(): void {
+    for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
+      this.perform(action);
+    }
+    for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
+      this.host.onEvent(this, event);
+    }
+    this.arm();
+  }
+
+  private perform(action: ClientAction): void {
+    const now = performance.now();
+    try {
+      switch (action.type) {
+        case 'expect-id':
+          this.endpoint.expect(action.id);
+          break;
+        case 'forget-id':
+          this.endpoint.forget(action.id);
+          break;
+        case 'send-datagram':
+          this.endpoint.sendDatagram(action.data, this.host.resolved(action.to.host), action.to.port);
+          break;
+        case 'connect':
+          this.map(action.conn, this.endpoint.connect(this.host.resolved(action.to.host), action.to.port));
+          break;
+        case 'send-tcp': {
+          const conn = this.keyToConn.get(action.conn);
+          if (conn !== undefined) this.endpoint.sendTcp(conn, action.data);
+          break;
+        }
+        case 'close-tcp': {
+          const conn = this.keyToConn.get(action.conn);
+          if (conn !== undefined) {
+            this.unmap(action.conn);
+            this.endpoint.closeConnection(conn);
+          }
+          break;
+        }
+      }
+    } catch (err) {
+      // A send that the kernel refused (e.g. EAGAIN on a full buffer) is a lost packet as far as the
+      // protocol is concerned: the client's own timers recover it. A failed connect is reported to it.
+      if (action.type === 'connect') {
+        this.client.tcpClosed(action.conn, { code: (err as { code?: string }).code ?? 'ECONNREFUSED' }, now);
+      } else {
+        this.host.noteSendError(err as Error);
+      }
+    }
+  }
+
+  private arm(): void {
+    const at = this.client.nextTimerAt();
+    if (at === this.timerAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = at;
+    if (at === null) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = null;
+      this.client.handleTimer(performance.now());
+      this.pump();
+    }, Math.max(0, at - performance.now()));
+  }
+
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.endpoint.close();
+  }
+}
+
+function peerAddress(peer: Peer): { address: string; port: number } {
+  return { address: peer.address, port: peer.port };
+}
+
+function isLoopback(address: string): boolean {
+  return address === '::1' || address.startsWith('127.');
+}
+
+export interface HostCounters {
+  lanes: { bind: string; udpPort: number; tcpPort: number; endpoint: EndpointCounters; client: ClientCounters }[];
+  sendErrors: number;
+}
+
+/**
+ * Fetches dhttp://, dhttpt:// and http:// URLs. One host serves many concurrent fetches; close() frees the
+ * sockets.
+ */
+export class DhttpHost {
+  private readonly lanes = new Map<string, Lane>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly addresses = new Map<string, string>();
+  private sendErrors = 0;
+  private closed = false;
+
+  constructor(private readonly options: DhttpHostOptions = {}) {}
+
+  /** The endpoint ports used for a bind address (opening the endpoint if needed), for tools and tests. */
+  laneFor(bind: string): { udpPort: number; tcpPort: number; endpoint: Endpoint } {
+    const lane = this.lane(bind);
+    return { udpPort: lane.endpoint.udpPort, tcpPort: lane.endpoint.tcpPort, endpoint: lane.endpoint };
+  }
+
+  async fetch(url: string, options: FetchOptions = {}): Promise<FetchResult> {
+    if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host is closed');
+    const target = parseTarget(url);
+    const address = await this.resolve(target.host);
+    const bind = this.options.bind && this.options.bind !== 'auto'
+      ? this.options.bind
+      : isLoopback(address) ? address.includes(':') ? '::1' : '127.0.0.1' : '::';
+    const lane = this.lane(bind);
+    const startedAtMs = performance.now();
+    const requestId = lane.client.request(
+      {
+        url,
+        method: options.method ?? 'GET',
+        headers: options.headers ?? [],
+        ...(options.body ? { body: options.body } : {}),
+      },
+      startedAtMs,
+    );
+    const result = new Promise<FetchResult>((resolve, reject) => {
+      const entry: Pending = { url, resolve, reject, startedAtMs, fellBack: false, timer: undefined };
+      if (options.timeoutMs !== undefined) {
+        entry.timer = setTimeout(() => {
+          lane.client.cancel(requestId, performance.now());
+          this.pending.delete(requestId);
+          lane.pump();
+          reject(new HostError('HOST_ERR_TIMEOUT', `no answer for ${url} within ${options.timeoutMs} ms`));
+        }, options.timeoutMs);
+      }
+      this.pending.set(requestId, entry);
+    });
+    channels.request.publish({ url, requestId, atMs: startedAtMs });
+    lane.pump();
+    return result;
+  }
+
+  /** Called by a lane for every client event. */
+  onEvent(lane: Lane, event: ClientEvent): void {
+    switch (event.type) {
+      case 'response': {
+        const entry = this.take(event.requestId);
+        if (!entry) return;
+        const result: FetchResult = {
+          url: entry.url,
+          requestId: event.requestId,
+          response: event.response,
+          channel: event.channel,
+          resends: event.resends,
+          fellBack: entry.fellBack || event.channel === 'http',
+          startedAtMs: entry.startedAtMs,
+          completedAtMs: performance.now(),
+          lastRxNs: lane.lastRxNs,
+        };
+        channels.response.publish(result);
+        entry.resolve(result);
+        return;
+      }
+      case 'request-failed': {
+        const entry = this.take(event.requestId);
+        entry?.reject(event.error);
+        return;
+      }
+      case 'resend':
+        channels.resend.publish(event);
+        return;
+      case 'fallback': {
+        const entry = this.pending.get(event.requestId);
+        if (entry) entry.fellBack = true;
+        channels.fallback.publish(event);
+        return;
+      }
+      case 'dropped':
+        channels.dropped.publish(event);
+        return;
+      default:
+        channels.resend.publish(event);
+    }
+  }
+
+  noteSendError(_err: Error): void {
+    this.sendErrors++;
+  }
+
+  resolved(host: string): string {
+    return this.addresses.get(host) ?? host;
+  }
+
+  counters(): HostCounters {
+    return {
+      lanes: [...this.lanes.values()].map((lane) => ({
+        bind: lane.bind,
+        udpPort: lane.endpoint.udpPort,
+        tcpPort: lane.endpoint.tcpPort,
+        endpoint: lane.endpoint.counters(),
+        client: lane.client.counters(),
+      })),
+      sendErrors: this.sendErrors,
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const lane of this.lanes.values()) lane.close();
+    this.lanes.clear();
+    for (const [, entry] of this.pending) {
+      if (entry.timer) clearTimeout(entry.timer);
+      entry.reject(new HostError('HOST_ERR_CLOSED', 'the host was closed before the answer came'));
+    }
+    this.pending.clear();
+  }
+
+  private take(requestId: string): Pending | undefined {
+    const entry = this.pending.get(requestId);
+    if (!entry) return undefined;
+    this.pending.delete(requestId);
+    if (entry.timer) clearTimeout(entry.timer);
+    return entry;
+  }
+
+  private lane(bind: string): Lane {
+    let lane = this.lanes.get(bind);
+    if (!lane) {
+      lane = new Lane(bind, this, this.options);
+      this.lanes.set(bind, lane);
+    }
+    return lane;
+  }
+
+  private async resolve(host: string): Promise<string> {
+    const literal = host.startsWith('[') ? host.slice(1, -1) : host;
+    if (isIP(literal)) {
+      this.addresses.set(host, literal);
+      return literal;
+    }
+    const cached = this.addresses.get(host);
+    if (cached) return cached;
+    try {
+      const { address } = await lookup(literal);
+      this.addresses.set(host, address);
+      return address;
+    } catch (err) {
+      throw new HostError('HOST_ERR_DNS', `cannot resolve ${literal}: ${(err as Error).message}`);
+    }
+  }
+}

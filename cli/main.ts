@@ -1,0 +1,48 @@
+// `catp`: the project's command line. Each command lives in its own module under cli/commands.
+import { UsageError, processIo, type Io } from './args';
+import { get } from './commands/get';
+import { serve } from './commands/serve';
+
+type Command = (argv: string[], io: Io) => Promise<number>;
+
+const commands: Record<string, { run: Command; summary: string }> = {
+  serve: { run: serve, summary: 'run the reference server (DHTTP over UDP and TCP, plain HTTP/1.1) on a directory' },
+  get: { run: get, summary: 'fetch a dhttp://, dhttpt:// or http:// URL and write the body' },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(commands).map((c) => c.length));
+  return [
+    'usage: catp <command> [options]',
+    '',
+    'commands:',
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    '',
+    "Run 'catp <command> --help' for a command's options.",
+    '',
+  ].join('\n');
+}
+
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    (name === undefined ? io.stderr : io.stdout).write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (!command) {
+    io.stderr.write(`catp: unknown command '${name}'\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`catp ${name}: ${err.message}\nRun 'catp ${name} --help' for usage.\n`);
+      return 2;
+    }
+    const code = (err as { code?: string }).code;
+    io.stderr.write(`catp ${name}: ${(err as Error).message}${code ? ` [${code}]` : ''}\n`);
+    return 1;
+  }
+}

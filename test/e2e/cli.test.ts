@@ -1,0 +1,70 @@
+// The `catp` command as a user runs it: separate processes, real sockets, the built CLI.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const CATP = join(__dirname, '..', '..', 'bin', 'catp.js');
+const run = (...args: string[]) => spawnSync(process.execPath, [CATP, ...args], { encoding: 'buffer', timeout: 20_000 });
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'catp-cli-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+test.each(['', 'serve', 'get'])("catp %s --help explains itself", (cmd) => {
+  const r = run(...(cmd ? [cmd] : []), '--help');
+  expect(r.status).toBe(0);
+  expect(r.stdout.toString()).toMatch(/^usage: catp/);
+});
+
+test('bad usage exits 2 with a pointer to --help', () => {
+  const r = run('get');
+  expect(r.status).toBe(2);
+  expect(r.stderr.toString()).toContain("catp get --help");
+  expect(run('frobnicate').status).toBe(2);
+  expect(run('get', 'ftp://x/').stderr.toString()).toMatch(/scheme/i);
+});
+
+test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose, 404', async () => {
+  const small = randomBytes(700);
+  const large = randomBytes(100_000);
+  writeFileSync(join(dir, 'small.bin'), small);
+  writeFileSync(join(dir, 'large.bin'), large);
+  const server = spawn(process.execPath, [CATP, 'serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    const port = await new Promise<number>((ok, fail) => {
+      let out = '';
+      server.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /dhttp:\/\/127\.0\.0\.1:(\d+)\//.exec(out);
+        if (m) ok(Number(m[1]));
+      });
+      server.once('exit', (code) => fail(new Error(`serve exited ${code}`)));
+    });
+    const viaUdp = spawnSync(process.execPath, [CATP, 'get', '--verbose', `dhttp://127.0.0.1:${port}/small.bin`], { timeout: 20_000 });
+    expect(viaUdp.status).toBe(0);
+    expect(Buffer.compare(viaUdp.stdout, small)).toBe(0);
+    const log = viaUdp.stderr.toString();
+    expect(log).toMatch(/request id [0-9a-f]{16}/);
+    expect(log).toMatch(/via UDP/);
+
+    const out = join(dir, 'out.bin');
+    const viaTcp = spawnSync(process.execPath, [CATP, 'get', '-v', '-o', out, `dhttp://127.0.0.1:${port}/large.bin`], { timeout: 20_000 });
+    expect(viaTcp.status).toBe(0);
+    expect(viaTcp.stdout.length).toBe(0);
+    expect(viaTcp.stderr.toString()).toMatch(/via TCP/);
+    expect(readFileSync(out).equals(large)).toBe(true);
+
+    const missing = spawnSync(process.execPath, [CATP, 'get', `dhttp://127.0.0.1:${port}/missing`], { timeout: 20_000 });
+    expect(missing.status).toBe(1);
+    expect(missing.stderr.toString()).toMatch(/404/);
+  } finally {
+    const exited = new Promise((ok) => server.once('exit', ok));
+    server.kill('SIGINT');
+    await exited;
+  }
+  expect(server.exitCode).toBe(0);
+});
