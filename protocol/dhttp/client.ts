@@ -1,0 +1,812 @@
+/**
+ * The DHTTP client state machine (sans-IO, aioquic style).
+ *
+ * Inputs are method calls carrying `nowMs`; outputs are actions (`nextAction()`) for the IO layer and
+ * events (`nextEvent()`) for the application, both drained until `null`. The only timer is
+ * `nextTimerAt()` / `handleTimer(nowMs)`. See protocol/README.md for the rules implemented here.
+ */
+import { LocalProtocolError, ProtocolError } from '../errors';
+import { DhttpError, HttpParseError } from './errors';
+import {
+  DEFAULT_MAX_BODY_BYTES,
+  ResponseParser,
+  getHeader,
+  parseResponseDatagram,
+  serializeRequest,
+  type HttpHeaders,
+  type HttpResponse,
+} from './http1';
+import { DhttpResponseStream } from './stream';
+import { parseTarget, type Target } from './url';
+import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
+
+export interface DhttpClientOptions {
+  /** Our UDP port (announced in requests sent over TCP). */
+  udpPort: number;
+  /** Our TCP port (announced in requests sent over UDP; servers connect to it). */
+  tcpPort: number;
+  /** CSPRNG; default globalThis.crypto.getRandomValues. */
+  randomBytes?: (n: number) => Uint8Array;
+  /** Wait for the first UDP answer. Default 1000 ms. */
+  initialTimeoutMs?: number;
+  /** Each resend waits this many times longer than the one before. Default 2. */
+  backoffFactor?: number;
+  /** Cap on one wait. Default 8000 ms. */
+  maxTimeoutMs?: number;
+  /** Resends of one request (UDP timeouts and TCP reconnects) before DHTTP_ERR_TIMEOUT. Default 4. */
+  maxResends?: number;
+  /** An origin never heard from falls back to plain HTTP after this many unanswered resends. Default 1. */
+  fallbackAfterResends?: number;
+  /** Deadline for a request that travels over TCP (DHTTP over TCP, plain HTTP) or whose answer is arriving
+   *  over a server-opened connection (refreshed while bytes arrive). Default 30000 ms. */
+  tcpTimeoutMs?: number;
+  /** Largest response body accepted. Default 64 MiB. */
+  maxBodyBytes?: number;
+  /** How many completed request IDs are remembered to recognise late duplicates. Default 4096. */
+  completedMemory?: number;
+}
+
+export interface RequestInit {
+  url: string;
+  method?: string;
+  headers?: HttpHeaders;
+  body?: Uint8Array;
+}
+
+export interface Address {
+  address: string;
+  port: number;
+}
+
+export type Channel = 'udp' | 'tcp' | 'http';
+
+export type ClientAction =
+  | { type: 'expect-id'; id: Uint8Array }
+  | { type: 'forget-id'; id: Uint8Array }
+  | { type: 'send-datagram'; to: { host: string; port: number }; data: Uint8Array }
+  | { type: 'connect'; conn: number; to: { host: string; port: number } }
+  | { type: 'send-tcp'; conn: number; data: Uint8Array }
+  | { type: 'close-tcp'; conn: number };
+
+export type FallbackReason = 'icmp-unreachable' | 'timeout' | 'http-answer';
+
+export type ClientEvent =
+  | {
+      type: 'response';
+      requestId: string;
+      response: HttpResponse;
+      channel: Channel;
+      resends: number;
+      sentAtMs: number;
+      receivedAtMs: number;
+    }
+  | { type: 'resend'; requestId: string; attempt: number; overTcp: boolean }
+  | { type: 'fallback'; requestId: string; reason: FallbackReason }
+  | { type: 'retry-over-tcp'; requestId: string }
+  | { type: 'request-failed'; requestId: string; error: DhttpError }
+  | { type: 'dropped'; channel: Channel; reason: string; requestId?: string };
+
+export interface ClientCounters {
+  requests: number;
+  responses: { udp: number; tcp: number; http: number };
+  resends: number;
+  fallbacks: number;
+  retriesOverTcp: number;
+  failed: number;
+  cancelled: number;
+  dropped: { unknownId: number; duplicate: number; malformed: number; total: number };
+  connections: { opened: number; inbound: number; closedByUs: number };
+}
+
+/** RFC 9110 9.2.2: safe to repeat, so they may travel over UDP (and be resent). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+type Knowledge = 'unknown' | 'dhttp' | 'plain';
+
+interface Origin {
+  key: string;
+  host: string;
+  port: number;
+  knowledge: Knowledge;
+  /** Our DHTTP-over-TCP connection to the server. */
+  dhttpConn: number | null;
+  /** Our plain HTTP/1.1 keep-alive connection. */
+  httpConn: number | null;
+  /** Plain HTTP requests waiting for the connection (served one at a time, in order). */
+  httpQueue: Req[];
+  httpInFlight: Req | null;
+}
+
+type ReqState = 'udp' | 'tcp' | 'http';
+
+interface Req {
+  idHex: string;
+  id: Uint8Array;
+  target: Target;
+  origin: Origin;
+  method: string;
+  http: Uint8Array;
+  state: ReqState;
+  registered: boolean;
+  resends: number;
+  sentAtMs: number;
+  lastSendMs: number;
+  deadline: number | null;
+  /** DHTTP over TCP: the connection carrying it. */
+  conn: number | null;
+  /** An inbound connection is delivering its answer right now. */
+  arrivingOn: number | null;
+  /** Plain HTTP: connection byte count when sent (to tell "closed before any response byte"). */
+  httpBytesAtSend: number;
+  httpRetried: boolean;
+  cancelled: boolean;
+}
+
+type ConnKind = 'dhttp-out' | 'http' | 'inbound';
+
+interface Conn {
+  key: number;
+  kind: ConnKind;
+  origin: Origin | null;
+  open: boolean;
+  pending: Uint8Array[];
+  dhttp: DhttpResponseStream | null;
+  http: ResponseParser | null;
+  received: number;
+  firstBytes: string;
+  /** inbound: id of the message being received now. */
+  current: string | null;
+}
+
+function defaultRandom(n: number): Uint8Array {
+  const c = (globalThis as { crypto?: { getRandomValues<T extends Uint8Array>(a: T): T } }).crypto;
+  if (c === undefined) throw new LocalProtocolError('DHTTP_ERR_RANDOM', 'no globalThis.crypto; pass options.randomBytes');
+  return c.getRandomValues(new Uint8Array(n));
+}
+
+function stripBrackets(host: string): string {
+  return host.startsWith('[') ? host.slice(1, -1) : host;
+}
+
+function normalizeAddress(a: string): string {
+  const s = stripBrackets(a.toLowerCase());
+  return s.startsWith('::ffff:') && s.includes('.') ? s.slice(7) : s;
+}
+
+function isIpLiteral(host: string): boolean {
+  return host.startsWith('[') || /^[0-9.]+$/.test(host);
+}
+
+export class DhttpClient {
+  private readonly opts: Required<Omit<DhttpClientOptions, 'randomBytes'>> & { randomBytes: (n: number) => Uint8Array };
+  private readonly actions: ClientAction[] = [];
+  private readonly events: ClientEvent[] = [];
+  private readonly reqs = new Map<string, Req>();
+  private readonly origins = new Map<string, Origin>();
+  private readonly conns = new Map<number, Conn>();
+  /** Completed / cancelled IDs -> method, oldest first (bounded). */
+  private readonly completed = new Map<string, string>();
+  private nextConnKey = 1;
+  private readonly stats: ClientCounters = {
+    requests: 0,
+    responses: { udp: 0, tcp: 0, http: 0 },
+    resends: 0,
+    fallbacks: 0,
+    retriesOverTcp: 0,
+    failed: 0,
+    cancelled: 0,
+    dropped: { unknownId: 0, duplicate: 0, malformed: 0, total: 0 },
+    connections: { opened: 0, inbound: 0, closedByUs: 0 },
+  };
+
+  constructor(options: DhttpClientOptions) {
+    this.opts = {
+      udpPort: options.udpPort,
+      tcpPort: options.tcpPort,
+      randomBytes: options.randomBytes ?? defaultRandom,
+      initialTimeoutMs: options.initialTimeoutMs ?? 1000,
+      backoffFactor: options.backoffFactor ?? 2,
+      maxTimeoutMs: options.maxTimeoutMs ?? 8000,
+      maxResends: options.maxResends ?? 4,
+      fallbackAfterResends: options.fallbackAfterResends ?? 1,
+      tcpTimeoutMs: options.tcpTimeoutMs ?? 30000,
+      maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+      completedMemory: options.completedMemory ?? 4096,
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Drains
+
+  nextAction(): ClientAction | null {
+    return this.actions.shift() ?? null;
+  }
+
+  nextEvent(): ClientEvent | null {
+    return this.events.shift() ?? null;
+  }
+
+  counters(): ClientCounters {
+    return structuredCloneCounters(this.stats);
+  }
+
+  /** Requests not yet completed, failed or cancelled. */
+  get outstanding(): number {
+    return this.reqs.size;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Inputs
+
+  /** Start a request; returns its ID (16 hex digits), which names it in every event. */
+  request(init: RequestInit, nowMs: number): string {
+    const target = parseTarget(init.url);
+    const method = (init.method ?? 'GET').toUpperCase();
+    const body = init.body ?? new Uint8Array(0);
+    const headers: HttpHeaders = [...(init.headers ?? [])];
+    if (getHeader(headers, 'host') === null) {
+      headers.unshift(['Host', target.port === 80 ? target.host : `${target.host}:${target.port}`]);
+    }
+    const http = serializeRequest({ method, target: target.path, headers, body });
+    let id = newRequestId(this.opts.randomBytes);
+    while (this.reqs.has(idToHex(id))) id = newRequestId(this.opts.randomBytes);
+    const origin = this.originFor(target);
+    const req: Req = {
+      idHex: idToHex(id),
+      id,
+      target,
+      origin,
+      method,
+      http,
+      state: 'udp',
+      registered: false,
+      resends: 0,
+      sentAtMs: nowMs,
+      lastSendMs: nowMs,
+      deadline: null,
+      conn: null,
+      arrivingOn: null,
+      httpBytesAtSend: 0,
+      httpRetried: false,
+      cancelled: false,
+    };
+    this.reqs.set(req.idHex, req);
+    this.stats.requests++;
+    if (target.scheme === 'http' || (target.scheme === 'dhttp' && origin.knowledge === 'plain')) {
+      this.sendHttp(req, nowMs);
+    } else if (
+      target.scheme === 'dhttp' &&
+      IDEMPOTENT.has(method) &&
+      11 + http.length <= MAX_DATAGRAM_PAYLOAD
+    ) {
+      this.register(req);
+      this.sendUdp(req, nowMs);
+    } else {
+      this.register(req);
+      this.sendDhttpTcp(req, false, nowMs);
+    }
+    return req.idHex;
+  }
+
+  /** Abandon a request: no event follows for it. Returns false when the ID is not outstanding. */
+  cancel(idHex: string, nowMs: number): boolean {
+    const req = this.reqs.get(idHex.toLowerCase());
+    if (req === undefined) return false;
+    this.stats.cancelled++;
+    this.finish(req);
+    this.unhookHttp(req, nowMs);
+    return true;
+  }
+
+  receiveDatagram(data: Uint8Array, _from: Address, nowMs: number): void {
+    let msg;
+    try {
+      msg = decodeResponseDatagram(data);
+    } catch (e) {
+      this.drop('udp', codeOf(e), 'malformed');
+      return;
+    }
+    const idHex = idToHex(msg.id);
+    const req = this.reqs.get(idHex);
+    if (req === undefined || req.state === 'http') {
+      this.dropUnmatched('udp', idHex);
+      return;
+    }
+    let response: HttpResponse;
+    try {
+      response = parseResponseDatagram(msg.http, { method: req.method, maxBodyBytes: this.opts.maxBodyBytes });
+    } catch (e) {
+      // Could be spoofed: drop it and keep waiting for a good answer.
+      this.drop('udp', codeOf(e), 'malformed', idHex);
+      return;
+    }
+    req.origin.knowledge = 'dhttp';
+    if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp') {
+      if (req.state === 'udp') {
+        this.stats.retriesOverTcp++;
+        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
+        // Not a loss: the resend flag stays clear so the server's loss statistics are not skewed.
+        this.sendDhttpTcp(req, false, nowMs);
+      } else {
+        this.drop('udp', 'duplicate-retry', 'duplicate', idHex);
+      }
+      return;
+    }
+    this.complete(req, response, 'udp', nowMs);
+  }
+
+  /** A TCP connection the server opened to our TCP port was accepted; returns its connection key. */
+  inboundConnection(_from: Address, _nowMs: number): number {
+    const key = this.nextConnKey++;
+    const conn: Conn = this.newConn(key, 'inbound', null);
+    conn.open = true;
+    conn.dhttp = new DhttpResponseStream({
+      maxBodyBytes: this.opts.maxBodyBytes,
+      methodOf: (id) => {
+        const idHex = idToHex(id);
+        const req = this.reqs.get(idHex);
+        conn.current = idHex;
+        if (req !== undefined && req.state !== 'http') {
+          req.arrivingOn = key;
+          return req.method;
+        }
+        // A recently completed ID (a resend crossed its answer) is read and dropped; anything else closes.
+        return this.completed.get(idHex) ?? null;
+      },
+    });
+    this.conns.set(key, conn);
+    this.stats.connections.inbound++;
+    return key;
+  }
+
+  tcpOpened(connKey: number, _nowMs: number): void {
+    const conn = this.conns.get(connKey);
+    if (conn === undefined || conn.open) return;
+    conn.open = true;
+    for (const data of conn.pending) this.actions.push({ type: 'send-tcp', conn: connKey, data });
+    conn.pending = [];
+  }
+
+  receiveTcp(connKey: number, data: Uint8Array, nowMs: number): void {
+    const conn = this.conns.get(connKey);
+    if (conn === undefined) return;
+    if (conn.firstBytes.length < 5) conn.firstBytes += String.fromCharCode(...data.subarray(0, 5 - conn.firstBytes.length));
+    conn.received += data.length;
+    if (conn.dhttp !== null) {
+      conn.dhttp.push(data);
+      this.drainDhttp(conn, nowMs);
+    } else if (conn.http !== null) {
+      conn.http.push(data);
+      this.drainHttp(conn, nowMs);
+    }
+  }
+
+  tcpClosed(connKey: number, error: { code: string } | null, nowMs: number): void {
+    const conn = this.conns.get(connKey);
+    if (conn === undefined) return;
+    const neverOpened = !conn.open;
+    // Complete what the peer finished sending (a close-delimited body ends here).
+    if (conn.dhttp !== null) {
+      conn.dhttp.end();
+      this.drainDhttp(conn, nowMs, true);
+    } else if (conn.http !== null) {
+      conn.http.end();
+      this.drainHttp(conn, nowMs, true);
+    }
+    if (!this.conns.has(connKey)) return; // drain already tore it down
+    this.conns.delete(connKey);
+    this.afterClose(conn, neverOpened ? (error ?? { code: 'ECONNREFUSED' }) : error, neverOpened, nowMs);
+  }
+
+  receiveIcmpUnreachable(from: Address, nowMs: number): void {
+    const addr = normalizeAddress(from.address);
+    for (const origin of this.origins.values()) {
+      if (origin.port !== from.port) continue;
+      if (isIpLiteral(origin.host) && normalizeAddress(origin.host) !== addr) continue;
+      const waiting = [...this.reqs.values()].filter((r) => r.origin === origin && r.state === 'udp' && r.conn === null);
+      if (waiting.length === 0 && origin.knowledge !== 'unknown') continue;
+      origin.knowledge = 'plain';
+      for (const req of waiting) this.fallBack(req, 'icmp-unreachable', nowMs);
+    }
+  }
+
+  nextTimerAt(): number | null {
+    let at: number | null = null;
+    for (const req of this.reqs.values()) {
+      if (req.deadline !== null && (at === null || req.deadline < at)) at = req.deadline;
+    }
+    return at;
+  }
+
+  handleTimer(nowMs: number): void {
+    const due = [...this.reqs.values()].filter((r) => r.deadline !== null && r.deadline <= nowMs);
+    due.sort((a, b) => (a.deadline as number) - (b.deadline as number));
+    for (const req of due) {
+      if (!this.reqs.has(req.idHex) || req.deadline === null || req.deadline > nowMs) continue;
+      if (req.state === 'udp' && req.conn === null && req.arrivingOn === null) {
+        this.udpTimeout(req, nowMs);
+      } else {
+        this.fail(req, 'DHTTP_ERR_TIMEOUT', `no answer within ${this.opts.tcpTimeoutMs} ms`, nowMs);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // UDP
+
+  private timeoutFor(resends: number): number {
+    return Math.min(this.opts.initialTimeoutMs * Math.pow(this.opts.backoffFactor, resends), this.opts.maxTimeoutMs);
+  }
+
+  private sendUdp(req: Req, nowMs: number): void {
+    req.state = 'udp';
+    req.conn = null;
+    req.lastSendMs = nowMs;
+    req.deadline = nowMs + this.timeoutFor(req.resends);
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: req.http });
+    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+  }
+
+  private udpTimeout(req: Req, nowMs: number): void {
+    if (req.origin.knowledge === 'unknown' && req.resends >= this.opts.fallbackAfterResends) {
+      req.origin.knowledge = 'plain';
+      for (const r of [...this.reqs.values()]) {
+        if (r.origin === req.origin && r.state === 'udp' && r.conn === null && r.arrivingOn === null) this.fallBack(r, 'timeout', nowMs);
+      }
+      return;
+    }
+    if (req.resends >= this.opts.maxResends) {
+      this.fail(req, 'DHTTP_ERR_TIMEOUT', `no answer after ${req.resends} resends`, nowMs);
+      return;
+    }
+    req.resends++;
+    this.stats.resends++;
+    this.events.push({ type: 'resend', requestId: req.idHex, attempt: req.resends, overTcp: false });
+    this.sendUdp(req, nowMs);
+  }
+
+  private fallBack(req: Req, reason: FallbackReason, nowMs: number): void {
+    this.stats.fallbacks++;
+    this.events.push({ type: 'fallback', requestId: req.idHex, reason });
+    this.sendHttp(req, nowMs);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // DHTTP over our own TCP connection
+
+  private sendDhttpTcp(req: Req, resend: boolean, nowMs: number): void {
+    const origin = req.origin;
+    let conn = origin.dhttpConn === null ? undefined : this.conns.get(origin.dhttpConn);
+    if (conn === undefined) {
+      conn = this.connect(origin, 'dhttp-out');
+      origin.dhttpConn = conn.key;
+    }
+    req.state = 'tcp';
+    req.conn = conn.key;
+    req.arrivingOn = null;
+    req.lastSendMs = nowMs;
+    req.deadline = nowMs + this.opts.tcpTimeoutMs;
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.udpPort, resend, http: req.http });
+    this.write(conn, data);
+  }
+
+  private drainDhttp(conn: Conn, nowMs: number, closing = false): void {
+    const stream = conn.dhttp as DhttpResponseStream;
+    for (;;) {
+      let item;
+      try {
+        item = stream.next();
+      } catch (e) {
+        this.poisoned(conn, e, nowMs, closing);
+        return;
+      }
+      if (item === null) break;
+      const idHex = idToHex(item.id);
+      if (conn.current === idHex) conn.current = null;
+      const req = this.reqs.get(idHex);
+      if (req === undefined || req.state === 'http') {
+        this.dropUnmatched('tcp', idHex);
+        continue;
+      }
+      req.origin.knowledge = 'dhttp';
+      const r = item.response;
+      if (r.status === 421 && (getHeader(r.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp' && req.state === 'udp') {
+        this.stats.retriesOverTcp++;
+        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
+        this.sendDhttpTcp(req, false, nowMs);
+        continue;
+      }
+      this.complete(req, r, 'tcp', nowMs);
+    }
+    // An inbound answer in progress keeps its request alive (no UDP resend while bytes flow).
+    if (conn.kind === 'inbound' && conn.current !== null) {
+      const req = this.reqs.get(conn.current);
+      if (req !== undefined && req.arrivingOn === conn.key) req.deadline = nowMs + this.opts.tcpTimeoutMs;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Plain HTTP/1.1
+
+  private sendHttp(req: Req, nowMs: number): void {
+    if (req.registered) {
+      // The ID no longer travels; the native table may let it go.
+      this.actions.push({ type: 'forget-id', id: req.id });
+      req.registered = false;
+    }
+    req.state = 'http';
+    req.conn = null;
+    req.arrivingOn = null;
+    req.deadline = nowMs + this.opts.tcpTimeoutMs;
+    req.origin.httpQueue.push(req);
+    this.pumpHttp(req.origin, nowMs);
+  }
+
+  private pumpHttp(origin: Origin, nowMs: number): void {
+    if (origin.httpInFlight !== null || origin.httpQueue.length === 0) return;
+    let conn = origin.httpConn === null ? undefined : this.conns.get(origin.httpConn);
+    if (conn === undefined) {
+      conn = this.connect(origin, 'http');
+      origin.httpConn = conn.key;
+    }
+    const req = origin.httpQueue.shift() as Req;
+    origin.httpInFlight = req;
+    req.conn = conn.key;
+    req.httpBytesAtSend = conn.received;
+    req.lastSendMs = nowMs;
+    req.deadline = nowMs + this.opts.tcpTimeoutMs;
+    (conn.http as ResponseParser).expect(req.method);
+    this.write(conn, req.http);
+  }
+
+  private drainHttp(conn: Conn, nowMs: number, closing = false): void {
+    const parser = conn.http as ResponseParser;
+    const origin = conn.origin as Origin;
+    for (;;) {
+      let res;
+      try {
+        res = parser.next();
+      } catch (e) {
+        this.poisoned(conn, e, nowMs, closing);
+        return;
+      }
+      if (res === null) break;
+      const req = origin.httpInFlight;
+      if (req === null || req.conn !== conn.key) {
+        this.poisoned(conn, new HttpParseError('HTTP_ERR_UNSOLICITED', 'response without a request'), nowMs, closing);
+        return;
+      }
+      origin.httpInFlight = null;
+      const keepAlive = this.keepsAlive(res);
+      if (req.cancelled) {
+        this.drop('http', 'cancelled', 'duplicate', req.idHex);
+      } else {
+        this.complete(req, res, 'http', nowMs);
+      }
+      if (!keepAlive) {
+        this.closeConn(conn, nowMs);
+        return;
+      }
+      this.pumpHttp(origin, nowMs);
+    }
+  }
+
+  private keepsAlive(res: HttpResponse): boolean {
+    const tokens = (getHeader(res.headers, 'connection') ?? '').toLowerCase().split(',').map((t) => t.trim());
+    if (tokens.includes('close')) return false;
+    return res.version !== 'HTTP/1.0' || tokens.includes('keep-alive');
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Connections
+
+  private newConn(key: number, kind: ConnKind, origin: Origin | null): Conn {
+    return { key, kind, origin, open: false, pending: [], dhttp: null, http: null, received: 0, firstBytes: '', current: null };
+  }
+
+  private connect(origin: Origin, kind: 'dhttp-out' | 'http'): Conn {
+    const key = this.nextConnKey++;
+    const conn = this.newConn(key, kind, origin);
+    if (kind === 'http') {
+      conn.http = new ResponseParser({ maxBodyBytes: this.opts.maxBodyBytes });
+    } else {
+      conn.dhttp = new DhttpResponseStream({
+        maxBodyBytes: this.opts.maxBodyBytes,
+        // Our own connection: an unknown ID is read (as a GET answer) and dropped, not fatal.
+        methodOf: (id) => {
+          const idHex = idToHex(id);
+          return this.reqs.get(idHex)?.method ?? this.completed.get(idHex) ?? 'GET';
+        },
+      });
+    }
+    this.conns.set(key, conn);
+    this.stats.connections.opened++;
+    this.actions.push({ type: 'connect', conn: key, to: { host: origin.host, port: origin.port } });
+    return conn;
+  }
+
+  private write(conn: Conn, data: Uint8Array): void {
+    if (conn.open) this.actions.push({ type: 'send-tcp', conn: conn.key, data });
+    else conn.pending.push(data);
+  }
+
+  /** A stream broke the protocol: close the connection, count it, and recover its requests. */
+  private poisoned(conn: Conn, e: unknown, nowMs: number, closing: boolean): void {
+    const code = codeOf(e);
+    const cat = code === 'DHTTP_ERR_UNKNOWN_ID' ? 'unknownId' : 'malformed';
+    this.drop(conn.kind === 'http' ? 'http' : 'tcp', code, cat);
+    // A DHTTP connection answered in plain HTTP: the origin does not speak DHTTP.
+    if (conn.kind === 'dhttp-out' && code === 'DHTTP_ERR_BAD_ID' && conn.firstBytes.startsWith('HTTP/') && conn.origin !== null) {
+      const origin = conn.origin;
+      origin.knowledge = 'plain';
+      this.conns.delete(conn.key);
+      if (!closing) this.closeAction(conn);
+      if (origin.dhttpConn === conn.key) origin.dhttpConn = null;
+      for (const r of [...this.reqs.values()]) if (r.conn === conn.key && r.state === 'tcp') this.fallBack(r, 'http-answer', nowMs);
+      return;
+    }
+    this.conns.delete(conn.key);
+    if (!closing) this.closeAction(conn);
+    this.afterClose(conn, { code }, false, nowMs);
+  }
+
+  private closeConn(conn: Conn, nowMs: number): void {
+    this.conns.delete(conn.key);
+    this.closeAction(conn);
+    this.afterClose(conn, null, false, nowMs);
+  }
+
+  private closeAction(conn: Conn): void {
+    this.stats.connections.closedByUs++;
+    this.actions.push({ type: 'close-tcp', conn: conn.key });
+  }
+
+  /** The connection is gone (already removed from the table): recover or fail what depended on it. */
+  private afterClose(conn: Conn, error: { code: string } | null, neverOpened: boolean, nowMs: number): void {
+    const origin = conn.origin;
+    if (conn.kind === 'inbound') {
+      // A partly received answer: resend over UDP at once (the resend flag makes the server use TCP).
+      for (const req of this.reqs.values()) {
+        if (req.arrivingOn === conn.key) {
+          req.arrivingOn = null;
+          req.deadline = nowMs;
+        }
+      }
+      return;
+    }
+    if (origin === null) return;
+    if (conn.kind === 'dhttp-out') {
+      if (origin.dhttpConn === conn.key) origin.dhttpConn = null;
+      const stranded = [...this.reqs.values()].filter((r) => r.state === 'tcp' && r.conn === conn.key);
+      for (const req of stranded) {
+        if (neverOpened) {
+          this.fail(req, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}: ${error?.code ?? 'closed'}`, nowMs);
+        } else if (!IDEMPOTENT.has(req.method)) {
+          this.fail(req, 'DHTTP_ERR_CONNECTION_CLOSED', `connection closed before the answer (${error?.code ?? 'EOF'}); ${req.method} is not repeated`, nowMs);
+        } else if (req.resends >= this.opts.maxResends) {
+          this.fail(req, 'DHTTP_ERR_TIMEOUT', `connection closed and ${req.resends} resends used`, nowMs);
+        } else {
+          req.resends++;
+          this.stats.resends++;
+          this.events.push({ type: 'resend', requestId: req.idHex, attempt: req.resends, overTcp: true });
+          this.sendDhttpTcp(req, true, nowMs);
+        }
+      }
+      return;
+    }
+    // plain HTTP
+    if (origin.httpConn === conn.key) origin.httpConn = null;
+    const req = origin.httpInFlight;
+    if (req !== null && req.conn === conn.key) {
+      origin.httpInFlight = null;
+      if (req.cancelled) {
+        // nothing to do
+      } else if (neverOpened) {
+        this.fail(req, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}: ${error?.code ?? 'refused'}`, nowMs);
+        for (const q of origin.httpQueue.splice(0)) this.fail(q, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}`, nowMs);
+        return;
+      } else if (conn.received === req.httpBytesAtSend && IDEMPOTENT.has(req.method) && !req.httpRetried) {
+        req.httpRetried = true;
+        origin.httpQueue.unshift(req);
+      } else {
+        this.fail(req, 'DHTTP_ERR_CONNECTION_CLOSED', `connection closed before the whole answer (${error?.code ?? 'EOF'})`, nowMs);
+      }
+    } else if (neverOpened) {
+      for (const q of origin.httpQueue.splice(0)) this.fail(q, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}`, nowMs);
+      return;
+    }
+    this.pumpHttp(origin, nowMs);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Completion
+
+  private originFor(target: Target): Origin {
+    const key = `${target.host}:${target.port}`;
+    let origin = this.origins.get(key);
+    if (origin === undefined) {
+      origin = { key, host: target.host, port: target.port, knowledge: 'unknown', dhttpConn: null, httpConn: null, httpQueue: [], httpInFlight: null };
+      this.origins.set(key, origin);
+    }
+    return origin;
+  }
+
+  private register(req: Req): void {
+    if (req.registered) return;
+    req.registered = true;
+    this.actions.push({ type: 'expect-id', id: req.id });
+  }
+
+  private complete(req: Req, response: HttpResponse, channel: Channel, nowMs: number): void {
+    this.stats.responses[channel]++;
+    this.finish(req);
+    this.events.push({
+      type: 'response',
+      requestId: req.idHex,
+      response,
+      channel,
+      resends: req.resends,
+      sentAtMs: req.sentAtMs,
+      receivedAtMs: nowMs,
+    });
+  }
+
+  private fail(req: Req, code: string, message: string, nowMs: number): void {
+    this.stats.failed++;
+    this.finish(req);
+    this.events.push({ type: 'request-failed', requestId: req.idHex, error: new DhttpError(code, message) });
+    this.unhookHttp(req, nowMs);
+  }
+
+  /**
+   * A plain HTTP request ended early (failed or cancelled): drop it from the queue, or, when it is on the
+   * wire, close the connection (its answer would block the ones behind it) and carry on with the queue.
+   */
+  private unhookHttp(req: Req, nowMs: number): void {
+    if (req.state !== 'http') return;
+    const origin = req.origin;
+    origin.httpQueue = origin.httpQueue.filter((r) => r !== req);
+    if (origin.httpInFlight !== req) return;
+    req.cancelled = true;
+    const conn = req.conn === null ? undefined : this.conns.get(req.conn);
+    if (conn !== undefined) this.closeConn(conn, nowMs);
+    else origin.httpInFlight = null;
+  }
+
+  private finish(req: Req): void {
+    this.reqs.delete(req.idHex);
+    req.deadline = null;
+    if (req.registered) {
+      req.registered = false;
+      this.actions.push({ type: 'forget-id', id: req.id });
+    }
+    this.remember(req);
+  }
+
+  private remember(req: Req): void {
+    this.completed.set(req.idHex, req.method);
+    while (this.completed.size > this.opts.completedMemory) {
+      const oldest = this.completed.keys().next().value as string;
+      this.completed.delete(oldest);
+    }
+  }
+
+  private dropUnmatched(channel: Channel, idHex: string): void {
+    if (this.completed.has(idHex)) this.drop(channel, 'duplicate', 'duplicate', idHex);
+    else this.drop(channel, 'unknown-id', 'unknownId', idHex);
+  }
+
+  private drop(channel: Channel, reason: string, cat: 'unknownId' | 'duplicate' | 'malformed', requestId?: string): void {
+    this.stats.dropped[cat]++;
+    this.stats.dropped.total++;
+    this.events.push(requestId === undefined ? { type: 'dropped', channel, reason } : { type: 'dropped', channel, reason, requestId });
+  }
+}
+
+function codeOf(e: unknown): string {
+  return e instanceof ProtocolError ? e.code : 'DHTTP_ERR_INTERNAL';
+}
+
+function structuredCloneCounters(c: ClientCounters): ClientCounters {
+  return { ...c, responses: { ...c.responses }, dropped: { ...c.dropped }, connections: { ...c.connections } };
+}

@@ -1,0 +1,147 @@
+/**
+ * DHTTP message framing (see protocol/README.md and .ci/notes/CONTRACTS.md).
+ *
+ *   Request  = ID(8) | otherPort(2, big-endian) | flags(1; bit 0 = resend, others 0) | HTTP/1.1 request
+ *   Response = ID(8) | HTTP/1.1 response
+ *
+ * Every request ID has the top bit of byte 0 set (63 random bits), so the first byte of a TCP
+ * connection tells a DHTTP request stream (>= 0x80) from plain HTTP/1.1 (an ASCII token char).
+ */
+import { LocalProtocolError, RemoteProtocolError } from '../errors';
+import { toHex } from './bytes';
+
+export const ID_BYTES = 8;
+/** ID(8) + otherPort(2) + flags(1). */
+export const REQUEST_PREFIX_BYTES = 11;
+/** Largest UDP payload a DHTTP datagram may carry (one Ethernet MTU minus IP and UDP/TCP headers). */
+export const MAX_DATAGRAM_PAYLOAD = 1460;
+/** Flags bit 0: this request is a resend of one sent before with the same ID. */
+export const FLAG_RESEND = 1;
+/** Ports below this are refused in the otherPort field (DHTTP paper IV-C: no low client ports). */
+export const MIN_CLIENT_PORT = 1024;
+
+export interface DhttpRequestMessage {
+  /** 8 bytes, top bit of byte 0 set. */
+  id: Uint8Array;
+  /** The client's port on the *other* channel (TCP port when sent over UDP, UDP port when over TCP). */
+  otherPort: number;
+  resend: boolean;
+  /** The HTTP/1.1 request bytes. */
+  http: Uint8Array;
+}
+
+export interface DhttpResponseMessage {
+  id: Uint8Array;
+  http: Uint8Array;
+}
+
+/** True when `id` is a well-formed request ID: 8 bytes, top bit set. */
+export function isValidId(id: Uint8Array): boolean {
+  return id.length === ID_BYTES && (id[0] & 0x80) !== 0;
+}
+
+/** True when the first byte of a TCP connection starts a DHTTP request stream (an ID has its top bit set). */
+export function isDhttpStreamStart(firstByte: number): boolean {
+  return (firstByte & 0x80) !== 0;
+}
+
+/** Draw a request ID: 8 bytes from the CSPRNG with the top bit of byte 0 forced on (63 random bits). */
+export function newRequestId(randomBytes: (n: number) => Uint8Array): Uint8Array {
+  const raw = randomBytes(ID_BYTES);
+  if (!(raw instanceof Uint8Array) || raw.length < ID_BYTES) {
+    throw new LocalProtocolError('DHTTP_ERR_RANDOM', `randomBytes(${ID_BYTES}) returned too few bytes`);
+  }
+  const id = raw.slice(0, ID_BYTES);
+  id[0] |= 0x80;
+  return id;
+}
+
+export function idToHex(id: Uint8Array): string {
+  return toHex(id);
+}
+
+/** Parse 16 hex digits back into an ID (throws LocalProtocolError DHTTP_ERR_BAD_ID). */
+export function hexToId(hex: string): Uint8Array {
+  if (!/^[0-9a-fA-F]{16}$/.test(hex)) {
+    throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'a request id is 16 hex digits');
+  }
+  const id = new Uint8Array(ID_BYTES);
+  for (let i = 0; i < ID_BYTES; i++) id[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return id;
+}
+
+function isValidPort(p: number): boolean {
+  return Number.isInteger(p) && p >= MIN_CLIENT_PORT && p <= 0xffff;
+}
+
+/** Request datagram / TCP message bytes. Throws LocalProtocolError on a bad id or port. */
+export function encodeRequest(msg: DhttpRequestMessage): Uint8Array {
+  const { id, otherPort, resend, http } = msg;
+  if (!isValidId(id)) throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'request id must be 8 bytes with the top bit set');
+  if (!isValidPort(otherPort)) {
+    throw new LocalProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is not in ${MIN_CLIENT_PORT}..65535`);
+  }
+  const out = new Uint8Array(REQUEST_PREFIX_BYTES + http.length);
+  out.set(id, 0);
+  out[8] = otherPort >> 8;
+  out[9] = otherPort & 0xff;
+  out[10] = resend ? FLAG_RESEND : 0;
+  out.set(http, REQUEST_PREFIX_BYTES);
+  return out;
+}
+
+/**
+ * Check the 11-byte prefix of a request (shared by the datagram decoder and the TCP request stream).
+ * Throws RemoteProtocolError DHTTP_ERR_BAD_ID / DHTTP_ERR_BAD_PORT / DHTTP_ERR_BAD_FLAGS.
+ */
+export function decodeRequestPrefix(prefix: Uint8Array): { id: Uint8Array; otherPort: number; resend: boolean } {
+  if (prefix.length < REQUEST_PREFIX_BYTES) throw new RemoteProtocolError('DHTTP_ERR_SHORT', 'request prefix is 11 bytes');
+  const id = prefix.slice(0, ID_BYTES);
+  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'request id must have the top bit set');
+  const otherPort = (prefix[8] << 8) | prefix[9];
+  if (!isValidPort(otherPort)) throw new RemoteProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is below ${MIN_CLIENT_PORT}`);
+  const flags = prefix[10];
+  if ((flags & ~FLAG_RESEND) !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `unknown flag bits 0x${flags.toString(16)}`);
+  return { id, otherPort, resend: (flags & FLAG_RESEND) !== 0 };
+}
+
+/**
+ * Decode a request datagram. `http` is a view into `buf` (not parsed here: see parseRequestDatagram).
+ * Throws RemoteProtocolError: DHTTP_ERR_SHORT (no HTTP bytes after the 11-byte prefix),
+ * DHTTP_ERR_TOO_LARGE (> MAX_DATAGRAM_PAYLOAD), DHTTP_ERR_BAD_ID, DHTTP_ERR_BAD_PORT, DHTTP_ERR_BAD_FLAGS.
+ */
+export function decodeRequest(buf: Uint8Array): DhttpRequestMessage {
+  if (buf.length <= REQUEST_PREFIX_BYTES) {
+    throw new RemoteProtocolError('DHTTP_ERR_SHORT', `request datagram of ${buf.length} bytes has no HTTP request`);
+  }
+  if (buf.length > MAX_DATAGRAM_PAYLOAD) {
+    throw new RemoteProtocolError('DHTTP_ERR_TOO_LARGE', `request datagram of ${buf.length} bytes exceeds ${MAX_DATAGRAM_PAYLOAD}`);
+  }
+  const p = decodeRequestPrefix(buf);
+  return { id: p.id, otherPort: p.otherPort, resend: p.resend, http: buf.subarray(REQUEST_PREFIX_BYTES) };
+}
+
+/** Response bytes (datagram or TCP message): ID | HTTP response. */
+export function encodeResponse(id: Uint8Array, http: Uint8Array): Uint8Array {
+  if (!isValidId(id)) throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'response id must be 8 bytes with the top bit set');
+  const out = new Uint8Array(ID_BYTES + http.length);
+  out.set(id, 0);
+  out.set(http, ID_BYTES);
+  return out;
+}
+
+/**
+ * Decode a response datagram. `http` is a view into `buf` (parse it with parseResponseDatagram).
+ * Throws RemoteProtocolError DHTTP_ERR_SHORT, DHTTP_ERR_TOO_LARGE, DHTTP_ERR_BAD_ID.
+ */
+export function decodeResponseDatagram(buf: Uint8Array): DhttpResponseMessage {
+  if (buf.length <= ID_BYTES) {
+    throw new RemoteProtocolError('DHTTP_ERR_SHORT', `response datagram of ${buf.length} bytes has no HTTP response`);
+  }
+  if (buf.length > MAX_DATAGRAM_PAYLOAD) {
+    throw new RemoteProtocolError('DHTTP_ERR_TOO_LARGE', `response datagram of ${buf.length} bytes exceeds ${MAX_DATAGRAM_PAYLOAD}`);
+  }
+  const id = buf.slice(0, ID_BYTES);
+  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'response id must have the top bit set');
+  return { id, http: buf.subarray(ID_BYTES) };
+}

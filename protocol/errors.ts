@@ -1,0 +1,36 @@
+/**
+ * Error classes shared by every part of protocol/ (DHTTP now, CATP and DTD later).
+ *
+ * Every error carries a stable, machine-readable `code` (`DHTTP_ERR_...`, `HTTP_ERR_...`, later
+ * `CATP_ERR_...`); messages are for humans and may change. Like h11 we keep two kinds of protocol
+ * violation apart:
+ *
+ * - {@link LocalProtocolError}: *we* (the caller of this library) misused it — an invalid header name
+ *   passed to a serializer, an unknown request id passed to `cancel`, pushing data after `end()`.
+ * - {@link RemoteProtocolError}: the *peer* sent bytes that break the protocol. Decoders throw (or record)
+ *   only these for hostile input, never a TypeError or RangeError.
+ *
+ * Failures that are neither (a request timed out, a connection could not be made) are reported with
+ * {@link DhttpError} in protocol/dhttp.
+ */
+export class ProtocolError extends Error {
+  /** Stable code, e.g. `HTTP_ERR_BAD_HEADER`. */
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(`${code}: ${message}`);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** The library was used in a way it does not allow (our bug, not the peer's). */
+export class LocalProtocolError extends ProtocolError {}
+
+/** The peer sent something that violates the protocol; the connection or datagram should be dropped. */
+export class RemoteProtocolError extends ProtocolError {}
+
+/** True for any error class defined by protocol/ (what a decoder is allowed to throw). */
+export function isProtocolError(e: unknown): e is ProtocolError {
+  return e instanceof ProtocolError;
+}

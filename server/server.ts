@@ -1,0 +1,690 @@
+// Reference DHTTP origin server: one port number for UDP (DHTTP datagrams) and TCP (DHTTP request streams and
+// plain HTTP/1.1). Responses to UDP requests go back over UDP or over a TCP connection the server opens to the
+// client's announced TCP port, as server/channel-choice.ts decides (DHTTP paper III-C).
+//
+// Every datagram and every TCP byte is treated as hostile: malformed input is dropped and counted by its
+// protocol error code; nothing a peer sends can crash the process or grow memory without bound.
+import * as dgram from 'dgram';
+import * as net from 'net';
+import { randomBytes } from 'crypto';
+import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
+import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
+import { DhttpRequestStream } from '../protocol/dhttp/stream';
+import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
+import { FileServer, simpleResponse } from './files';
+
+export interface ServerLimits {
+  /** Simultaneous client-opened TCP connections. */
+  maxConnections: number;
+  /** Idle timeout of client-opened TCP connections (ms). */
+  idleTimeoutMs: number;
+  /** Server-opened connections kept open to clients (LRU beyond this is closed). */
+  poolMax: number;
+  /** Idle timeout of server-opened connections (ms). */
+  poolIdleMs: number;
+  /** Connect timeout of server-opened connections (ms). */
+  connectTimeoutMs: number;
+  /** Pause reading a client connection while its unsent output exceeds this many bytes. */
+  writeHighWater: number;
+  /** Drop (and count) a UDP request's TCP answer when the pooled connection already has this much unsent. */
+  outboundMaxQueued: number;
+  /** Requests parsed but not yet answered on one client connection before reading pauses. */
+  maxPipelined: number;
+  /** UDP requests being answered at once; more are dropped and counted (the clients resend). */
+  maxUdpInFlight: number;
+  /** SO_RCVBUF asked for the UDP socket (the kernel caps it at net.core.rmem_max); 0 keeps the default. */
+  udpRecvBufferBytes: number;
+}
+
+export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
+  maxConnections: 1024,
+  idleTimeoutMs: 30_000,
+  poolMax: 256,
+  poolIdleMs: 30_000,
+  connectTimeoutMs: 5_000,
+  writeHighWater: 1024 * 1024,
+  outboundMaxQueued: 16 * 1024 * 1024,
+  maxPipelined: 32,
+  maxUdpInFlight: 1024,
+  udpRecvBufferBytes: 4 * 1024 * 1024,
+});
+
+export interface ServerOptions {
+  /** Directory whose files are served. */
+  root: string;
+  /** 0 (default) picks a free port; UDP and TCP share the number. */
+  port?: number;
+  /** Address to bind, default 127.0.0.1; '::1' or '::' for IPv6. */
+  host?: string;
+  channel?: Partial<ChannelOptions>;
+  limits?: Partial<ServerLimits>;
+  /** Randomness for the high-loss channel draw (default: crypto). */
+  rng?: () => number;
+  /** Monotonic clock in ms for counter decay (default: performance.now). */
+  now?: () => number;
+}
+
+export interface ServerCounters {
+  udpDatagrams: number;
+  udpRequests: number;
+  /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
+  udpMalformed: Record<string, number>;
+  /** Well-formed requests dropped because maxUdpInFlight were being answered (the clients resend). */
+  udpOverload: number;
+  resentRequests: number;
+  ignoredResends: number;
+  udpResponses: number;
+  udpSendErrors: number;
+  tcpResponses: number;
+  tcpConnectsOpened: number;
+  tcpConnectsReused: number;
+  tcpConnectFailures: number;
+  /** TCP answers to UDP requests dropped because the pooled connection's queue was full. */
+  tcpOutboundDropped: number;
+  /** 421 "resend over TCP" answers to non-idempotent UDP requests. */
+  retryOverTcp: number;
+  /** Requests whose otherPort was below 1024 (DHTTP paper IV-C). */
+  refusedPorts: number;
+  /** Client-opened TCP connections accepted. */
+  tcpConnectionsAccepted: number;
+  tcpConnectionsRejected: number;
+  /** Requests received over DHTTP request streams (client-opened TCP). */
+  dhttpTcpRequests: number;
+  /** Plain HTTP/1.1 requests. */
+  httpRequests: number;
+  /** Client-opened TCP streams closed for malformed input, by error code. */
+  tcpMalformed: Record<string, number>;
+  tcpIdleTimeouts: number;
+  /** Responses that could not be produced or serialized (a bug, not the peer's fault). */
+  internalErrors: number;
+  highLossMode: boolean;
+  channel: ChannelCounters;
+}
+
+export interface DhttpServer {
+  readonly port: number;
+  readonly host: string;
+  readonly address: { address: string; family: string; port: number };
+  counters(): ServerCounters;
+  close(): Promise<void>;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+
+function errorCode(e: unknown): string {
+  if (e && typeof e === 'object' && 'code' in e && typeof (e as { code: unknown }).code === 'string') {
+    return (e as { code: string }).code;
+  }
+  return 'UNKNOWN';
+}
+
+function bump(rec: Record<string, number>, key: string): void {
+  rec[key] = (rec[key] ?? 0) + 1;
+}
+
+function cryptoRng(): () => number {
+  let pool = randomBytes(0);
+  let off = 0;
+  return () => {
+    if (off + 4 > pool.length) {
+      pool = randomBytes(4096);
+      off = 0;
+    }
+    const v = pool.readUInt32BE(off);
+    off += 4;
+    return v / 4294967296;
+  };
+}
+
+function retryOverTcpResponse(): HttpResponse {
+  return {
+    status: 421,
+    reason: 'Misdirected Request',
+    headers: [
+      ['DHTTP-Retry', 'tcp'],
+      ['Content-Length', '0'],
+    ],
+    body: new Uint8Array(0),
+  };
+}
+
+function hasToken(value: string | undefined, token: string): boolean {
+  if (value === undefined) return false;
+  return value
+    .toLowerCase()
+    .split(',')
+    .some((t) => t.trim() === token);
+}
+
+
+/** A pooled connection the server opened to a client's TCP port. */
+interface Outbound {
+  key: string;
+  socket: net.Socket;
+  connected: boolean;
+}
+
+class Server implements DhttpServer {
+  readonly port: number;
+  readonly host: string;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel'>;
+  private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
+  private readonly inbound = new Set<net.Socket>();
+  private udpInFlight = 0;
+  private closed = false;
+  private closing: Promise<void> | null = null;
+
+  constructor(
+    private readonly files: FileServer,
+    private readonly chooser: ChannelChooser,
+    private readonly limits: ServerLimits,
+    private readonly udp: dgram.Socket,
+    private readonly tcp: net.Server,
+    host: string,
+    port: number,
+  ) {
+    this.host = host;
+    this.port = port;
+    this.c = {
+      udpDatagrams: 0,
+      udpRequests: 0,
+      udpMalformed: {},
+      udpOverload: 0,
+      resentRequests: 0,
+      ignoredResends: 0,
+      udpResponses: 0,
+      udpSendErrors: 0,
+      tcpResponses: 0,
+      tcpConnectsOpened: 0,
+      tcpConnectsReused: 0,
+      tcpConnectFailures: 0,
+      tcpOutboundDropped: 0,
+      retryOverTcp: 0,
+      refusedPorts: 0,
+      tcpConnectionsAccepted: 0,
+      tcpConnectionsRejected: 0,
+      dhttpTcpRequests: 0,
+      httpRequests: 0,
+      tcpMalformed: {},
+      tcpIdleTimeouts: 0,
+      internalErrors: 0,
+    };
+    udp.on('message', (msg, rinfo) => this.onDatagram(msg, rinfo));
+    udp.on('error', () => {
+      /* e.g. ICMP-induced errors on some platforms: never fatal */
+    });
+    tcp.on('connection', (sock) => this.onConnection(sock));
+    tcp.on('error', () => {
+      /* accept errors (EMFILE...) are not fatal */
+    });
+  }
+
+  get address(): { address: string; family: string; port: number } {
+    const a = this.tcp.address();
+    if (a && typeof a === 'object') return { address: a.address, family: a.family, port: a.port };
+    return { address: this.host, family: net.isIPv6(this.host) ? 'IPv6' : 'IPv4', port: this.port };
+  }
+
+  counters(): ServerCounters {
+    const channel = this.chooser.counters();
+    return {
+      ...this.c,
+      udpMalformed: { ...this.c.udpMalformed },
+      tcpMalformed: { ...this.c.tcpMalformed },
+      highLossMode: channel.highLossMode,
+      channel,
+    };
+  }
+
+  // ---------------------------------------------------------------- UDP
+
+  private onDatagram(msg: Buffer, rinfo: dgram.RemoteInfo): void {
+    if (this.closed) return;
+    this.c.udpDatagrams++;
+    let dreq;
+    try {
+      dreq = decodeRequest(msg);
+    } catch (e) {
+      const code = errorCode(e);
+      bump(this.c.udpMalformed, code);
+      if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
+      return;
+    }
+    if (dreq.otherPort < MIN_CLIENT_PORT) {
+      // decodeRequest already refuses these; kept as a guard should the codec ever relax.
+      this.c.refusedPorts++;
+      return;
+    }
+    let req: HttpRequest;
+    try {
+      req = parseRequestDatagram(dreq.http, UDP_HTTP_LIMITS);
+    } catch (e) {
+      bump(this.c.udpMalformed, errorCode(e));
+      return;
+    }
+    if (this.udpInFlight >= this.limits.maxUdpInFlight) {
+      this.c.udpOverload++;
+      return;
+    }
+    // Only well-formed requests reach the channel statistics, so garbage cannot push the server into
+    // high-loss mode.
+    this.c.udpRequests++;
+    const idHex = idToHex(dreq.id);
+    const client = rinfo.address;
+    if (dreq.resend) this.c.resentRequests++;
+    if (this.chooser.admit(client, idHex, dreq.resend) === 'ignore') {
+      this.c.ignoredResends++;
+      return;
+    }
+    const id = dreq.id;
+    const resend = dreq.resend;
+    const otherPort = dreq.otherPort;
+
+    if (!SAFE_METHODS.has(req.method)) {
+      // Non-idempotent requests must not be executed from a datagram (DHTTP paper III-A): ask for TCP.
+      this.c.retryOverTcp++;
+      this.sendUdp(encodeResponse(id, serializeResponse(retryOverTcpResponse())), rinfo, resend);
+      return;
+    }
+
+    this.udpInFlight++;
+    void this.files
+      .handle(req)
+      .then((res) => {
+        if (this.closed) return;
+        const http = serializeResponse(res, { head: req.method === 'HEAD' });
+        const decision = this.chooser.choose(ID_BYTES + http.length, resend);
+        const bytes = encodeResponse(id, http);
+        if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend);
+        else this.sendTcp(client, otherPort, idHex, bytes);
+      })
+      .catch(() => {
+        this.c.internalErrors++;
+      })
+      .finally(() => {
+        this.udpInFlight--;
+      });
+  }
+
+  private sendUdp(bytes: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
+    try {
+      this.udp.send(bytes, rinfo.port, rinfo.address, (err) => {
+        if (err) {
+          this.c.udpSendErrors++;
+          return;
+        }
+        this.c.udpResponses++;
+        this.chooser.sentUdp(resend);
+      });
+    } catch {
+      this.c.udpSendErrors++; // socket closed under us, or an address the kernel refuses
+    }
+  }
+
+  // ------------------------------------------------ server-opened TCP (answers to UDP requests)
+
+  private sendTcp(client: string, port: number, idHex: string, bytes: Uint8Array): void {
+    const key = `${client}|${port}`;
+    let ob = this.pool.get(key);
+    if (ob && !ob.socket.destroyed && ob.socket.writable) {
+      this.c.tcpConnectsReused++;
+      this.pool.delete(key); // move to the LRU tail
+      this.pool.set(key, ob);
+    } else {
+      if (ob) this.dropOutbound(ob);
+      ob = this.openOutbound(key, client, port);
+    }
+    if (ob.socket.writableLength + bytes.length > this.limits.outboundMaxQueued) {
+      this.c.tcpOutboundDropped++;
+      return;
+    }
+    ob.socket.write(bytes, (err) => {
+      if (err) return; // connect failure or reset: counted there; the client will resend
+      this.c.tcpResponses++;
+      this.chooser.sentTcp(client, idHex);
+    });
+  }
+
+  private openOutbound(key: string, client: string, port: number): Outbound {
+    while (this.pool.size >= this.limits.poolMax) {
+      const oldest = this.pool.values().next().value as Outbound;
+      this.dropOutbound(oldest);
+    }
+    this.c.tcpConnectsOpened++;
+    const socket = net.connect({ host: client, port, noDelay: true });
+    const ob: Outbound = { key, socket, connected: false };
+    this.pool.set(key, ob);
+    socket.setTimeout(this.limits.connectTimeoutMs);
+    socket.on('connect', () => {
+      ob.connected = true;
+      socket.setTimeout(this.limits.poolIdleMs);
+    });
+    socket.on('timeout', () => {
+      if (!ob.connected) this.c.tcpConnectFailures++;
+      this.dropOutbound(ob);
+    });
+    socket.on('error', () => {
+      if (!ob.connected) this.c.tcpConnectFailures++;
+      this.dropOutbound(ob);
+    });
+    socket.on('close', () => this.forget(ob));
+    socket.on('end', () => this.dropOutbound(ob)); // the client closed its side: stop using it
+    socket.on('data', () => {
+      /* clients have nothing to say on this connection; discard */
+    });
+    return ob;
+  }
+
+  private forget(ob: Outbound): void {
+    if (this.pool.get(ob.key) === ob) this.pool.delete(ob.key);
+  }
+
+  private dropOutbound(ob: Outbound): void {
+    this.forget(ob);
+    if (!ob.socket.destroyed) ob.socket.destroy();
+  }
+
+  // ------------------------------------------------ client-opened TCP
+
+  private onConnection(sock: net.Socket): void {
+    if (this.closed || this.inbound.size >= this.limits.maxConnections) {
+      this.c.tcpConnectionsRejected++;
+      sock.destroy();
+      return;
+    }
+    this.c.tcpConnectionsAccepted++;
+    this.inbound.add(sock);
+    sock.on('close', () => this.inbound.delete(sock));
+    sock.on('error', () => {
+      /* resets are normal */
+    });
+    sock.setNoDelay(true);
+    sock.setTimeout(this.limits.idleTimeoutMs, () => {
+      this.c.tcpIdleTimeouts++;
+      sock.destroy();
+    });
+    new InboundConnection(sock, this.files, this.limits, {
+      malformed: (code) => {
+        bump(this.c.tcpMalformed, code);
+        if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
+      },
+      internalError: () => this.c.internalErrors++,
+      dhttpRequest: () => this.c.dhttpTcpRequests++,
+      httpRequest: () => this.c.httpRequests++,
+    });
+  }
+
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    this.closing = new Promise<void>((resolve) => {
+      let pending = 2;
+      const done = () => {
+        if (--pending === 0) resolve();
+      };
+      for (const ob of [...this.pool.values()]) this.dropOutbound(ob);
+      for (const s of this.inbound) s.destroy();
+      this.inbound.clear();
+      this.tcp.close(() => done());
+      try {
+        this.udp.close(() => done());
+      } catch {
+        done();
+      }
+    });
+    return this.closing;
+  }
+}
+
+interface ConnHooks {
+  malformed(code: string): void;
+  internalError(): void;
+  dhttpRequest(): void;
+  httpRequest(): void;
+}
+
+type Parsed =
+  | { kind: 'dhttp'; id: Uint8Array; request: HttpRequest }
+  | { kind: 'http'; request: HttpRequest }
+  | { kind: 'bad-http'; code: string };
+
+/** A request datagram is at most 1460 bytes anyway; this only keeps the parser's bounds explicit. */
+const UDP_HTTP_LIMITS = { maxHeaderBytes: MAX_DATAGRAM_PAYLOAD, maxBodyBytes: MAX_DATAGRAM_PAYLOAD };
+
+/** Bodies are never accepted (GET/HEAD only), so a client-opened connection may buffer at most this much. */
+const INBOUND_HTTP_LIMITS = { maxBodyBytes: 1024 * 1024 };
+
+/**
+ * One client-opened TCP connection: either a DHTTP request stream (first byte >= 0x80) or plain HTTP/1.1.
+ * Requests are answered strictly in order. Parsed requests are pulled from the parser only while fewer
+ * than `maxPipelined` wait, and reading pauses while that many wait or the socket's unsent output exceeds
+ * `writeHighWater`, so neither the input nor the output side grows without bound.
+ */
+class InboundConnection {
+  private dhttp: DhttpRequestStream | null = null;
+  private http: RequestParser | null = null;
+  private readonly queue: Parsed[] = [];
+  private working = false;
+  /** No more requests will be taken (error, Connection: close, or the client ended): close when drained. */
+  private stopParsing = false;
+  private ended = false;
+  private paused = false;
+
+  constructor(
+    private readonly sock: net.Socket,
+    private readonly files: FileServer,
+    private readonly limits: ServerLimits,
+    private readonly hooks: ConnHooks,
+  ) {
+    sock.on('data', (chunk: Buffer) => this.onData(chunk));
+    sock.on('end', () => {
+      // allowHalfOpen: answer what was asked, then close our side.
+      this.ended = true;
+      void this.pump();
+    });
+    sock.on('drain', () => this.flowControl());
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.stopParsing || chunk.length === 0) return;
+    if (!this.dhttp && !this.http) {
+      if (isDhttpStreamStart(chunk[0])) this.dhttp = new DhttpRequestStream(INBOUND_HTTP_LIMITS);
+      else this.http = new RequestParser(INBOUND_HTTP_LIMITS);
+    }
+    (this.dhttp ?? this.http)?.push(chunk);
+    this.pull();
+    void this.pump();
+  }
+
+  /** Moves complete requests from the parser to the queue while there is room. */
+  private pull(): void {
+    try {
+      while (!this.stopParsing && this.queue.length < this.limits.maxPipelined) {
+        if (this.dhttp) {
+          const m = this.dhttp.next();
+          if (!m) break;
+          this.hooks.dhttpRequest();
+          this.queue.push({ kind: 'dhttp', id: m.id, request: m.request });
+        } else if (this.http) {
+          const r = this.http.next();
+          if (!r) break;
+          this.hooks.httpRequest();
+          this.queue.push({ kind: 'http', request: r });
+          if (!keepAlive(r)) this.stopParsing = true;
+        } else {
+          break;
+        }
+      }
+    } catch (e) {
+      const code = errorCode(e);
+      this.hooks.malformed(code);
+      this.stopParsing = true;
+      // Plain HTTP gets a 400 after the good requests before it; a broken DHTTP stream has no ID to
+      // answer, so it is simply closed once the requests before the error are answered.
+      if (this.http) this.queue.push({ kind: 'bad-http', code });
+    }
+    this.flowControl();
+  }
+
+  private flowControl(): void {
+    const full = this.queue.length >= this.limits.maxPipelined || this.sock.writableLength > this.limits.writeHighWater;
+    if (full && !this.paused) {
+      this.paused = true;
+      this.sock.pause();
+    } else if (!full && this.paused) {
+      this.paused = false;
+      if (!this.stopParsing) this.sock.resume();
+    }
+  }
+
+  private async pump(): Promise<void> {
+    if (this.working) return;
+    this.working = true;
+    try {
+      while (this.queue.length > 0 && !this.sock.destroyed) {
+        const item = this.queue.shift() as Parsed;
+        try {
+          await this.answer(item);
+        } catch {
+          // Could not produce an answer (a bug, not the peer's fault): the stream cannot stay in order.
+          this.hooks.internalError();
+          this.queue.length = 0;
+          this.sock.destroy();
+          break;
+        }
+        if (this.sock.writableLength > this.limits.writeHighWater) await this.drained();
+        this.pull();
+      }
+    } finally {
+      this.working = false;
+    }
+    if (this.queue.length === 0 && (this.stopParsing || this.ended)) this.finish();
+  }
+
+  private drained(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.sock.off('drain', done);
+        this.sock.off('close', done);
+        resolve();
+      };
+      this.sock.on('drain', done);
+      this.sock.on('close', done);
+    });
+  }
+
+  private async answer(item: Parsed): Promise<void> {
+    if (item.kind === 'bad-http') {
+      this.write(serializeResponse(simpleResponse(400, [['Connection', 'close']])));
+      this.queue.length = 0;
+      return;
+    }
+    const req = item.request;
+    const res: HttpResponse = await this.files.handle(req);
+    const head = req.method === 'HEAD';
+    if (item.kind === 'dhttp') {
+      this.write(encodeResponse(item.id, serializeResponse(res, { head })));
+      return;
+    }
+    const headers = res.headers.filter(([n]) => n.toLowerCase() !== 'connection');
+    headers.push(['Connection', keepAlive(req) ? 'keep-alive' : 'close']);
+    this.write(serializeResponse({ ...res, headers }, { head }));
+  }
+
+  private write(bytes: Uint8Array): void {
+    if (!this.sock.destroyed && this.sock.writable) this.sock.write(bytes);
+  }
+
+  private finish(): void {
+    if (!this.sock.destroyed) this.sock.end();
+  }
+}
+
+function keepAlive(r: HttpRequest): boolean {
+  const conn = getHeader(r.headers, 'connection') ?? undefined;
+  if (hasToken(conn, 'close')) return false;
+  if (r.version === 'HTTP/1.0') return hasToken(conn, 'keep-alive');
+  return true;
+}
+
+function bindUdp(sock: dgram.Socket, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => {
+      sock.off('listening', onListening);
+      reject(err);
+    };
+    const onListening = () => {
+      sock.off('error', onError);
+      resolve();
+    };
+    sock.once('error', onError);
+    sock.once('listening', onListening);
+    sock.bind({ port, address: host, exclusive: true });
+  });
+}
+
+function listenTcp(srv: net.Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => {
+      srv.off('listening', onListening);
+      reject(err);
+    };
+    const onListening = () => {
+      srv.off('error', onError);
+      const a = srv.address();
+      resolve(a && typeof a === 'object' ? a.port : port);
+    };
+    srv.once('error', onError);
+    srv.once('listening', onListening);
+    srv.listen({ port, host, exclusive: true });
+  });
+}
+
+function closeTcp(srv: net.Server): Promise<void> {
+  return new Promise((resolve) => srv.close(() => resolve()));
+}
+
+/**
+ * Starts the server. TCP is bound first (port 0 = the kernel picks), then UDP on the same number; when the
+ * port was picked by the kernel and UDP cannot have it, both are retried on a new number (up to 10 times).
+ */
+export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
+  // Both sockets must bind the same address family; a host name could resolve differently for each.
+  const host = opts.host === undefined || opts.host === 'localhost' ? '127.0.0.1' : opts.host;
+  if (net.isIP(host) === 0) throw new Error(`host must be an IP address literal, not ${JSON.stringify(host)}`);
+  const requested = opts.port ?? 0;
+  const limits: ServerLimits = { ...DEFAULT_LIMITS };
+  for (const [k, v] of Object.entries(opts.limits ?? {}) as [keyof ServerLimits, number | undefined][]) {
+    if (v !== undefined) limits[k] = v;
+  }
+  const files = await FileServer.create({ root: opts.root });
+  const now = opts.now ?? (() => performance.now());
+  const chooser = new ChannelChooser(opts.channel, { now, rng: opts.rng ?? cryptoRng() });
+  const type: dgram.SocketType = net.isIPv6(host) ? 'udp6' : 'udp4';
+
+  const attempts = requested === 0 ? 10 : 1;
+  let lastErr: unknown;
+  for (let i = 0; i < attempts; i++) {
+    const tcp = net.createServer({ allowHalfOpen: true });
+    const port = await listenTcp(tcp, requested, host);
+    const udp = dgram.createSocket({
+      type,
+      reuseAddr: false,
+      recvBufferSize: limits.udpRecvBufferBytes > 0 ? limits.udpRecvBufferBytes : undefined,
+    });
+    try {
+      await bindUdp(udp, port, host);
+    } catch (e) {
+      lastErr = e;
+      try {
+        udp.close();
+      } catch {
+        /* never bound */
+      }
+      await closeTcp(tcp);
+      continue;
+    }
+    return new Server(files, chooser, limits, udp, tcp, host, port);
+  }
+  throw lastErr instanceof Error ? lastErr : new Error('could not bind UDP and TCP on the same port');
+}

@@ -1,0 +1,30 @@
+import { LocalProtocolError } from '../../../protocol/errors';
+import { parseTarget } from '../../../protocol/dhttp/url';
+
+test.each([
+  ['dhttp://example.com/a/b?q=1#frag', { scheme: 'dhttp', host: 'example.com', port: 80, path: '/a/b?q=1', origin: 'dhttp://example.com' }],
+  ['dhttpt://Example.COM:8080', { scheme: 'dhttpt', host: 'example.com', port: 8080, path: '/', origin: 'dhttpt://example.com:8080' }],
+  ['http://127.0.0.1:8080?x', { scheme: 'http', host: '127.0.0.1', port: 8080, path: '/?x', origin: 'http://127.0.0.1:8080' }],
+  ['DHTTP://[::1]:9000/x', { scheme: 'dhttp', host: '[::1]', port: 9000, path: '/x', origin: 'dhttp://[::1]:9000' }],
+  ['dhttp://[2001:DB8::1]/', { scheme: 'dhttp', host: '[2001:db8::1]', port: 80, path: '/', origin: 'dhttp://[2001:db8::1]' }],
+  ['dhttp://h/caf\u00e9 x', { scheme: 'dhttp', host: 'h', port: 80, path: '/caf%C3%A9%20x', origin: 'dhttp://h' }],
+])('%s', (url, want) => {
+  expect(parseTarget(url)).toEqual(want);
+});
+
+test.each([
+  ['ftp://h/', 'DHTTP_ERR_BAD_SCHEME'],
+  ['https://h/', 'DHTTP_ERR_BAD_SCHEME'],
+  ['/relative', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp:///x', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://user@h/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://h:0/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://h:70000/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://h:x/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://[::1/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://[zz]/', 'DHTTP_ERR_BAD_URL'],
+  ['dhttp://h o/', 'DHTTP_ERR_BAD_URL'],
+])('%s -> %s', (url, code) => {
+  expect(() => parseTarget(url)).toThrow(LocalProtocolError);
+  expect(() => parseTarget(url)).toThrow(expect.objectContaining({ code }));
+});
