@@ -295,7 +295,7 @@ export class DhttpHost {
           response: event.response,
           channel: event.channel,
           resends: event.resends,
-          fellBack: entry.fellBack || event.channel === 'http',
+          fellBack: entry.fellBack,
           startedAtMs: entry.startedAtMs,
           completedAtMs: performance.now(),
           lastRxNs: lane.lastRxNs,

@@ -42,7 +42,9 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       return 2;
     }
     const code = (err as { code?: string }).code;
-    io.stderr.write(`catp ${name}: ${(err as Error).message}${code ? ` [${code}]` : ''}\n`);
+    const message = (err as Error).message ?? String(err);
+    const tag = code && !message.includes(code) ? ` [${code}]` : '';
+    io.stderr.write(`catp ${name}: ${message}${tag}\n`);
     return 1;
   }
 }

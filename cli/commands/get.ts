@@ -87,7 +87,8 @@ export async function get(argv: string[], io: Io): Promise<number> {
     );
     if (verbose) {
       for (const lane of host.counters().lanes) {
-        log(`  endpoint ${lane.bind} udp:${lane.udpPort} tcp:${lane.tcpPort} ${JSON.stringify(lane.endpoint)}`);
+        const nonZero = Object.entries(lane.endpoint).filter(([, v]) => v !== 0).map(([k, v]) => `${k}=${v}`);
+        log(`  endpoint ${lane.bind} udp:${lane.udpPort} tcp:${lane.tcpPort}  ${nonZero.join(' ')}`);
       }
     }
     if (response.status >= 400) {

@@ -210,6 +210,8 @@ describe('against nginx, a real server that knows no DHTTP', () => {
     for (let i = 0; i < 3; i++) {
       const r = await host.fetch(`http://127.0.0.1:${nginx.port}/many/${i}.txt`);
       expect(Buffer.from(r.response.body).equals(bodyOf(i))).toBe(true);
+      expect(r.channel).toBe('http');
+      expect(r.fellBack).toBe(false); // asked for plain HTTP: nothing to fall back from
     }
     expect(host.counters().lanes[0]!.endpoint.tcpConnected).toBe(1);
     const missing = await host.fetch(`http://127.0.0.1:${nginx.port}/nope`);
