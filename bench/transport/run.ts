@@ -1,0 +1,202 @@
+// Transport benchmark: matched datagrams per second through the native addon vs. through Node's own
+// dgram doing the same ID matching in JavaScript. A second process (sender.ts) blasts datagrams at the
+// receiver over loopback, half with outstanding IDs, half without; the two receivers alternate for
+// several rounds. Prints a table and writes bench/results/transport.json.
+//
+// Two figures per receiver: matched datagrams per wall-clock second while receiving (bounded by how
+// fast the sender and the kernel's loopback path can go: on a small VM that is the sender), and the
+// receiving process's CPU time per datagram arriving (user + system, process.cpuUsage), whose
+// inverse, "capacity", is how many matched datagrams per second one core could take at that cost.
+//
+//   npm run build && npm run bench:transport -- --count 200000 --rounds 5 --size 200
+import * as child_process from 'node:child_process';
+import * as crypto from 'node:crypto';
+import * as dgram from 'node:dgram';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Endpoint, packageRoot } from '../../native';
+import type { SendJob, SendResult } from './sender';
+
+interface Options { count: number; rounds: number; size: number }
+type Mode = 'native' | 'dgram';
+interface RoundResult {
+  round: number; mode: Mode; sent: number; matched: number; expectedMatched: number; kernelDrops: number;
+  receiveMs: number; matchedPerSec: number; senderPerSec: number; cpuUsPerDatagram: number;
+  capacityMatchedPerSec: number; batches?: number;
+}
+
+function parseArgs(argv: string[]): Options {
+  const opts: Options = { count: 200_000, rounds: 5, size: 200 };
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--(count|rounds|size)(?:=(.*))?$/.exec(argv[i]);
+    if (!m) throw new Error(`unknown argument ${argv[i]} (use --count N --rounds N --size BYTES)`);
+    const value = Number(m[2] ?? argv[++i]);
+    if (!Number.isInteger(value) || value <= 0) throw new Error(`--${m[1]} needs a positive integer`);
+    opts[m[1] as keyof Options] = value;
+  }
+  if (opts.size < 8 || opts.size > 1460) throw new Error('--size must be 8..1460 (one DHTTP datagram)');
+  return opts;
+}
+
+/** Kernel drop counter of the IPv4 UDP socket bound to `port` (the last column of /proc/net/udp). */
+function kernelDrops(port: number): number {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const line of fs.readFileSync('/proc/net/udp', 'utf8').split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length > 12 && f[1].endsWith(`:${hexPort}`)) return Number(f[f.length - 1]);
+  }
+  return 0;
+}
+
+/** Resolves once `count()` has stopped growing for `quietMs`. */
+async function quiesce(count: () => number, quietMs = 150): Promise<void> {
+  let last = -1;
+  let since = Date.now();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const now = count();
+    if (now !== last) { last = now; since = Date.now(); } else if (Date.now() - since >= quietMs) return;
+  }
+}
+
+/** CPU microseconds (user + system) this process used since `since`. */
+function cpuSince(since: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(since);
+  return d.user + d.system;
+}
+
+function finish(res: SendResult, opts: Options, matched: number, drops: number, first: bigint, last: bigint,
+  cpuUs: number, batches?: number): Omit<RoundResult, 'round' | 'mode'> {
+  const receiveMs = Number(last - first) / 1e6;
+  const arrived = res.sent - drops;
+  const cpuUsPerDatagram = arrived > 0 ? cpuUs / arrived : 0;
+  return {
+    sent: res.sent, matched, expectedMatched: Math.ceil(opts.count / 2), kernelDrops: drops, receiveMs,
+    matchedPerSec: receiveMs > 0 ? matched / (receiveMs / 1000) : 0, senderPerSec: res.sent / (res.elapsedMs / 1000),
+    cpuUsPerDatagram, capacityMatchedPerSec: cpuUs > 0 ? matched / (cpuUs / 1e6) : 0,
+    ...(batches === undefined ? {} : { batches }),
+  };
+}
+
+class Sender {
+  private readonly child = child_process.fork(path.join(__dirname, 'sender.js'), [], { stdio: 'inherit' });
+  send(job: SendJob): Promise<SendResult> {
+    return new Promise((resolve, reject) => {
+      this.child.once('message', (m) => resolve(m as SendResult));
+      this.child.once('error', reject);
+      this.child.send(job);
+    });
+  }
+  close(): void { this.child.send('exit'); }
+}
+
+async function runNative(sender: Sender, opts: Options, ids: Buffer[]): Promise<Omit<RoundResult, 'round' | 'mode'>> {
+  let matched = 0;
+  let first = 0n;
+  let last = 0n;
+  const ep = new Endpoint({ host: '127.0.0.1' }, (batch) => {
+    let n = 0;
+    for (const e of batch) if (e.kind === 'datagram') n++;
+    if (n === 0) return;
+    const t = process.hrtime.bigint();
+    if (matched === 0) first = t;
+    last = t;
+    matched += n;
+  });
+  ids.forEach((id) => ep.expect(id));
+  const cpu0 = process.cpuUsage();
+  const res = await sender.send({ port: ep.udpPort, count: opts.count, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
+  const cpuUs = cpuSince(cpu0);  // the sender is done: everything it sent has arrived or was dropped
+  await quiesce(() => matched);
+  const c = ep.counters();
+  ep.close();
+  return finish(res, opts, matched, c.kernelDrops, first, last, cpuUs, c.batches);
+}
+
+async function runDgram(sender: Sender, opts: Options, ids: Buffer[]): Promise<Omit<RoundResult, 'round' | 'mode'>> {
+  const table = new Set<bigint>(ids.map((b) => b.readBigUInt64LE(0)));
+  let matched = 0;
+  let first = 0n;
+  let last = 0n;
+  const sock = dgram.createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
+  sock.on('message', (msg) => {
+    if (msg.length < 8 || !table.has(msg.readBigUInt64LE(0))) return;
+    const t = process.hrtime.bigint();
+    if (matched === 0) first = t;
+    last = t;
+    matched++;
+  });
+  await new Promise<void>((resolve) => sock.bind(0, '127.0.0.1', resolve));
+  const port = sock.address().port;
+  const cpu0 = process.cpuUsage();
+  const res = await sender.send({ port, count: opts.count, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
+  const cpuUs = cpuSince(cpu0);
+  await quiesce(() => matched);
+  const drops = kernelDrops(port);
+  await new Promise<void>((resolve) => sock.close(() => resolve()));
+  return finish(res, opts, matched, drops, first, last, cpuUs);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+async function main(): Promise<void> {
+  const opts = parseArgs(process.argv.slice(2));
+  const ids = Array.from({ length: 512 }, () => { const b = crypto.randomBytes(8); b[0] |= 0x80; return b; });
+  const sender = new Sender();
+  const results: RoundResult[] = [];
+  const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
+  console.log(`transport bench: ${opts.rounds} rounds x ${fmt(opts.count)} datagrams of ${opts.size} bytes, half matched, loopback`);
+  console.log('round  receiver  matched/expected  kernelDrops  batches   matched/s   sender/s  cpu µs/dgram  capacity/s');
+  try {
+    for (let round = 1; round <= opts.rounds; round++) {
+      // Alternate which goes first so neither always gets the warmer machine.
+      const order: Mode[] = round % 2 ? ['native', 'dgram'] : ['dgram', 'native'];
+      for (const mode of order) {
+        const r = mode === 'native' ? await runNative(sender, opts, ids) : await runDgram(sender, opts, ids);
+        results.push({ round, mode, ...r });
+        console.log(`${String(round).padStart(5)}  ${mode.padEnd(8)}  ${`${fmt(r.matched)}/${fmt(r.expectedMatched)}`.padStart(16)}` +
+          `  ${fmt(r.kernelDrops).padStart(11)}  ${(r.batches === undefined ? '-' : fmt(r.batches)).padStart(7)}` +
+          `  ${fmt(r.matchedPerSec).padStart(10)}  ${fmt(r.senderPerSec).padStart(9)}` +
+          `  ${r.cpuUsPerDatagram.toFixed(2).padStart(12)}  ${fmt(r.capacityMatchedPerSec).padStart(10)}`);
+      }
+    }
+  } finally {
+    sender.close();
+  }
+  const med = (mode: Mode, key: 'matchedPerSec' | 'cpuUsPerDatagram' | 'capacityMatchedPerSec'): number =>
+    median(results.filter((r) => r.mode === mode).map((r) => r[key]));
+  const summary = {
+    native: { matchedPerSec: med('native', 'matchedPerSec'), cpuUsPerDatagram: med('native', 'cpuUsPerDatagram'),
+      capacityMatchedPerSec: med('native', 'capacityMatchedPerSec') },
+    dgram: { matchedPerSec: med('dgram', 'matchedPerSec'), cpuUsPerDatagram: med('dgram', 'cpuUsPerDatagram'),
+      capacityMatchedPerSec: med('dgram', 'capacityMatchedPerSec') },
+    ratio: { matchedPerSec: 0, capacityMatchedPerSec: 0 },
+  };
+  const div = (a: number, b: number): number => (b > 0 ? a / b : 0);
+  summary.ratio.matchedPerSec = div(summary.native.matchedPerSec, summary.dgram.matchedPerSec);
+  summary.ratio.capacityMatchedPerSec = div(summary.native.capacityMatchedPerSec, summary.dgram.capacityMatchedPerSec);
+  console.log('');
+  console.log(`medians over ${opts.rounds} rounds   matched/s   cpu µs/dgram   capacity (matched/s per core)`);
+  for (const mode of ['native', 'dgram'] as const) {
+    const m = summary[mode];
+    console.log(`${mode.padEnd(20)} ${fmt(m.matchedPerSec).padStart(10)}   ${m.cpuUsPerDatagram.toFixed(2).padStart(12)}   ${fmt(m.capacityMatchedPerSec).padStart(12)}`);
+  }
+  console.log(`${'native / dgram'.padEnd(20)} ${`${summary.ratio.matchedPerSec.toFixed(2)}x`.padStart(10)}   ${''.padStart(12)}   ${`${summary.ratio.capacityMatchedPerSec.toFixed(2)}x`.padStart(12)}`);
+  const out = path.join(packageRoot(), 'bench', 'results', 'transport.json');
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(out, `${JSON.stringify({
+    date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model,
+    options: opts, median: summary, rounds: results,
+  }, null, 2)}\n`);
+  console.log(`wrote ${path.relative(process.cwd(), out) || out}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
