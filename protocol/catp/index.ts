@@ -1,0 +1,24 @@
+// Public API of the sans-IO CATP layer. See protocol/catp/README.md.
+export { CatpError, REJECT, CATP_ERR, LocalProtocolError, RemoteProtocolError, ProtocolError, isProtocolError } from './errors';
+export type { CatpRejectCode } from './errors';
+export * from './wire';
+export * from './skeleton';
+export { encodePage, encodeTree, INDEX_META_BYTES, DIGEST_BYTES, INLINE_WHITESPACE_MAX } from './encoder';
+export type { EncodeOptions, EncodedPage, Sha256 } from './encoder';
+export { CatpAssembler, DEFAULT_ASSEMBLER_LIMITS } from './assembler';
+export type { AssemblerOptions, AssemblerLimits, CatpEvent, RawEvent, RawAssemblerEvent, ReceiveResult, SlotFill } from './assembler';
+export { RepairReceiver, RepairSender } from './repair';
+export type { ReceiverOptions, SenderOptions, SenderStats } from './repair';
+export { encodeRaw, RawAssembler, RAW_META_BYTES } from './raw';
+export type { EncodedRaw } from './raw';
+export { CatpTreeBuilder, parse5Sink, parse5TreeBuilder } from './tree';
+export type { CatpTreeSink } from './tree';
+
+import type { EncodedPage } from './encoder';
+import type { EncodedRaw } from './raw';
+import { RepairSender, SenderOptions } from './repair';
+
+/** Server side in one call: a paced, repairing sender for an encoded page (CATP or raw). */
+export function createSender(page: EncodedPage | EncodedRaw, opts: SenderOptions): RepairSender {
+  return new RepairSender(page.frames, 'indexFrames' in page ? page.indexFrames : 0, opts);
+}

@@ -1,0 +1,481 @@
+/**
+ * Loss repair, shared by CATP and the in-order (raw) mode. Sans-IO: time comes in as `nowMs`,
+ * datagrams and reports go out as return values, timers as deadlines (`nextTimerAt()`).
+ *
+ * Receiver: reports missing frames as ranges. A report is due
+ *  - as soon as a gap is evident (a frame arrives past the highest one seen + 1), coalesced to at most one
+ *    per `minReportGapMs`; it lists what is missing below the highest frame seen (later frames may simply
+ *    not have been sent yet);
+ *  - on a timer, `reportIntervalMs` after the last report or new frame, listing everything missing up to
+ *    the end (this catches tail loss and lost reports);
+ *  - once when the transfer completes (flag `complete`, so the sender stops), and again (bounded) if
+ *    frames keep coming.
+ * It gives up (CATP_ERR_STALLED) after `maxSilentReports` timer reports in a row with no new frame.
+ *
+ * Sender: paces datagrams at a rate (bytes/s, or frames/s), first pass in frame order (index first);
+ * reported losses are queued for resend — index frames ahead of everything, then missing data frames
+ * interleaved 1:1 with frames not yet sent. A frame is not resent again within 1.25 × smoothed RTT of its
+ * last send (the RTT comes from the report's echo of the last frame received).
+ *
+ * Pacing rule (why: random loss on a wireless link should not stall the page, congestion loss must slow
+ * us down, and we cannot tell them apart): once per epoch (max(smoothed RTT, minEpochMs)), if the epoch
+ * saw reported losses, rate ← rate × max(½, 1 − lossFraction/2) — a decrease proportional to the loss
+ * (like DCTCP's α/2), halving only when everything was lost, as TCP does — never below a floor
+ * (`minRateFraction` of the configured rate, default 1/8) so silent time stays bounded as the paper's
+ * constant-rate UDP intends; a loss-free epoch adds 1/16 of the configured rate back (additive increase)
+ * up to the configured rate.
+ *
+ * Bounds: each frame is sent at most `maxSendsPerFrame` times, the whole transfer gives up
+ * `giveUpAfterMs` after the first datagram, and an idle sender (nothing to send, no report for
+ * `idleTimeoutMs`) stops — all with CATP_ERR_GAVE_UP.
+ */
+import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
+import { bytesEqual, decodeReport, encodeReport, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
+
+export interface ReceiverOptions {
+  /** Request ID for the report datagrams (default: taken from the first frame). */
+  requestId?: Uint8Array;
+  /** The client's other-channel port for the DHTTP request prefix (default 0). */
+  otherPort?: number;
+  /** Timer report period while incomplete (default 50 ms). */
+  reportIntervalMs?: number;
+  /** At most one gap-triggered report per this many ms (default 5). */
+  minReportGapMs?: number;
+  /** Timer reports in a row without a new frame before giving up (default 40). */
+  maxSilentReports?: number;
+  /** `complete` reports sent at most (default 4). */
+  maxCompleteReports?: number;
+}
+
+export class RepairReceiver {
+  requestId: Uint8Array | null;
+  readonly otherPort: number;
+  private readonly reportIntervalMs: number;
+  private readonly minReportGapMs: number;
+  private readonly maxSilentReports: number;
+  private readonly maxCompleteReports: number;
+  private got: Uint8Array | null = null;
+  total = 0;
+  pageId: Uint8Array = new Uint8Array(PAGE_ID_BYTES);
+  received = 0;
+  private highest = -1;
+  private reportNo = 0;
+  private lastReportAt = -Infinity;
+  private startedAt: number | null = null;
+  private lastNewAt = -Infinity;
+  private gapDue = false;
+  private echoSeq = NO_ECHO;
+  private echoAt = 0;
+  private silentReports = 0;
+  private newSinceReport = false;
+  private completeDue = false;
+  private completeSent = 0;
+  error: CatpError | null = null;
+  reportsSent = 0;
+
+  constructor(opts: ReceiverOptions = {}) {
+    this.requestId = opts.requestId ? opts.requestId.slice(0, ID_BYTES) : null;
+    this.otherPort = opts.otherPort ?? 0;
+    this.reportIntervalMs = opts.reportIntervalMs ?? 50;
+    this.minReportGapMs = opts.minReportGapMs ?? 5;
+    this.maxSilentReports = opts.maxSilentReports ?? 40;
+    this.maxCompleteReports = opts.maxCompleteReports ?? 4;
+  }
+
+  /** The request went out at `nowMs`: if nothing arrives, a report (asking for the index) follows. */
+  start(nowMs: number): void {
+    if (this.startedAt === null) this.startedAt = nowMs;
+  }
+
+  get complete(): boolean {
+    return this.total > 0 && this.received === this.total;
+  }
+
+  has(seq: number): boolean {
+    return this.got !== null && seq < this.total && this.got[seq] === 1;
+  }
+
+  /**
+   * A frame (already validated by the caller) arrived. `total` and `pageId` must be consistent across
+   * calls (the assembler checks that). Returns true when the frame is new.
+   */
+  onFrame(seq: number, total: number, pageId: Uint8Array, nowMs: number, id?: Uint8Array): boolean {
+    if (this.startedAt === null) this.startedAt = nowMs;
+    if (this.got === null) {
+      if (!(total > 0 && total <= MAX_FRAMES)) return false;
+      this.total = total;
+      this.got = new Uint8Array(total);
+      this.pageId = pageId.slice(0, PAGE_ID_BYTES);
+      if (this.requestId === null && id) this.requestId = id.slice(0, ID_BYTES);
+    }
+    if (seq >= this.total) return false;
+    this.echoSeq = seq;
+    this.echoAt = nowMs;
+    if (this.got[seq] === 1) {
+      if (this.complete && this.completeSent < this.maxCompleteReports) this.completeDue = true;
+      return false;
+    }
+    this.got[seq] = 1;
+    this.received++;
+    this.lastNewAt = nowMs;
+    this.newSinceReport = true;
+    this.silentReports = 0;
+    if (seq > this.highest + 1) this.gapDue = true;
+    if (seq > this.highest) this.highest = seq;
+    if (this.complete) this.completeDue = true;
+    return true;
+  }
+
+  /** A frame taken earlier turned out bad (digest): forget it so it is asked for again. */
+  unmark(seq: number): void {
+    if (this.got !== null && seq < this.total && this.got[seq] === 1) {
+      this.got[seq] = 0;
+      this.received--;
+      this.gapDue = true;
+      this.completeDue = false;
+    }
+  }
+
+  /** Missing frames in [0, end) as ascending [start, end) ranges (at most `maxRanges`). */
+  missing(end = this.total, maxRanges = 1 << 20): Array<[number, number]> {
+    const out: Array<[number, number]> = [];
+    if (this.got === null) return out;
+    const got = this.got;
+    let i = 0;
+    while (i < end && out.length < maxRanges) {
+      if (got[i] === 1) {
+        i++;
+        continue;
+      }
+      const s = i;
+      while (i < end && got[i] === 0) i++;
+      out.push([s, i]);
+    }
+    return out;
+  }
+
+  private timerDue(): number {
+    const base = Math.max(this.lastReportAt, this.lastNewAt, this.startedAt ?? Infinity);
+    return base + this.reportIntervalMs;
+  }
+
+  nextTimerAt(): number | null {
+    if (this.error !== null || this.startedAt === null) return null;
+    if (this.complete) return this.completeDue ? Math.max(this.lastReportAt + this.minReportGapMs, this.echoAt) : null;
+    let t = this.timerDue();
+    if (this.gapDue) t = Math.min(t, this.lastReportAt + this.minReportGapMs);
+    return t;
+  }
+
+  /** Same as polling `nextReport`: checks the stall limit. */
+  handleTimer(nowMs: number): void {
+    void nowMs;
+  }
+
+  /** The next report datagram due at `nowMs`, or null. Call until null after every event and timer. */
+  nextReport(nowMs: number): Uint8Array | null {
+    if (this.error !== null || this.startedAt === null) return null;
+    if (this.complete) {
+      if (!this.completeDue || nowMs < this.lastReportAt + this.minReportGapMs) return null;
+      this.completeDue = false;
+      this.completeSent++;
+      return this.build(nowMs, true, []);
+    }
+    const timer = nowMs >= this.timerDue();
+    const gap = this.gapDue && nowMs >= this.lastReportAt + this.minReportGapMs;
+    if (!timer && !gap) return null;
+    if (timer) {
+      if (!this.newSinceReport) {
+        if (++this.silentReports > this.maxSilentReports) {
+          this.error = new CatpError(CATP_ERR.STALLED, `no new frame over ${this.maxSilentReports} reports`);
+          return null;
+        }
+      }
+    }
+    this.gapDue = false;
+    this.newSinceReport = false;
+    // Nothing known yet: ask for frame 0 (the sender answers a total-0 report with the whole index).
+    const ranges: Array<[number, number]> = this.got === null ? [[0, 1]] : this.missing(timer ? this.total : this.highest + 1, 400);
+    return this.build(nowMs, false, ranges);
+  }
+
+  private build(nowMs: number, complete: boolean, missing: Array<[number, number]>): Uint8Array {
+    this.lastReportAt = nowMs;
+    this.reportsSent++;
+    return encodeReport({
+      id: this.requestId ?? new Uint8Array(ID_BYTES),
+      otherPort: this.otherPort,
+      complete,
+      truncated: false,
+      pageId: this.pageId,
+      reportNo: ++this.reportNo,
+      total: this.total,
+      received: this.received,
+      echoSeq: this.echoSeq,
+      echoDelayMs: this.echoSeq === NO_ECHO ? 0 : nowMs - this.echoAt,
+      missing,
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export interface SenderOptions {
+  /** The DHTTP request ID stamped into every frame (8 bytes). */
+  requestId: Uint8Array;
+  /** Pacing rate in bytes per second (default 1,250,000 = 10 Mbit/s). */
+  rateBytesPerSec?: number;
+  /** Pacing rate in frames per second; when given, pacing counts frames instead of bytes. */
+  rateFramesPerSec?: number;
+  /** The rate never drops below this fraction of the configured rate (default 1/8). */
+  minRateFraction?: number;
+  /** RTT assumed before the first sample (default 100 ms). */
+  initialRttMs?: number;
+  /** Shortest loss epoch (default 20 ms). */
+  minEpochMs?: number;
+  /** Sends of one frame before giving up (default 32). */
+  maxSendsPerFrame?: number;
+  /** Give up this long after the first datagram (default 60 s). */
+  giveUpAfterMs?: number;
+  /** Stop when there is nothing to send and no report came for this long (default 10 s). */
+  idleTimeoutMs?: number;
+  /**
+   * Pacing may run this far ahead of the clock (default 1 ms): one wake-up sends up to burstMs × rate,
+   * so an event loop with millisecond timers still reaches high rates.
+   */
+  burstMs?: number;
+}
+
+class SeqQueue {
+  private a: number[] = [];
+  private h = 0;
+  push(v: number): void {
+    this.a.push(v);
+  }
+  shift(): number | undefined {
+    if (this.h >= this.a.length) return undefined;
+    const v = this.a[this.h++];
+    if (this.h > 1024 && this.h * 2 > this.a.length) {
+      this.a = this.a.slice(this.h);
+      this.h = 0;
+    }
+    return v;
+  }
+  get size(): number {
+    return this.a.length - this.h;
+  }
+}
+
+export interface SenderStats {
+  sent: number;
+  resent: number;
+  reports: number;
+  badReports: Record<string, number>;
+  rate: number;
+  srttMs: number;
+  rateDecreases: number;
+}
+
+export class RepairSender {
+  readonly requestId: Uint8Array;
+  private readonly n: number;
+  private readonly maxRate: number;
+  private readonly byFrames: boolean;
+  rate: number;
+  private readonly floor: number;
+  private srtt: number | null = null;
+  private readonly initialRtt: number;
+  private readonly minEpochMs: number;
+  private readonly maxSends: number;
+  private readonly giveUpAfterMs: number;
+  private readonly idleTimeoutMs: number;
+  private readonly burstMs: number;
+  private nextNew = 0;
+  private readonly idxQ = new SeqQueue();
+  private readonly dataQ = new SeqQueue();
+  private readonly queued: Uint8Array;
+  private readonly sendCount: Uint16Array;
+  private readonly lastSentAt: Float64Array;
+  private turnResend = true;
+  private nextSendAt = -Infinity;
+  private startedAt: number | null = null;
+  private lastActivityAt = 0;
+  private lastReportNo = 0;
+  private lastReceived = 0;
+  private epochStart: number | null = null;
+  private epochLost = 0;
+  private epochRecv = 0;
+  done = false;
+  error: CatpError | null = null;
+  readonly stats: SenderStats;
+
+  /**
+   * @param frames the page's frames (from encodePage / encodeRaw), with any request ID; each is copied
+   *   and stamped with `opts.requestId` when sent.
+   * @param indexFrames how many leading frames are index frames (resent before anything else).
+   */
+  constructor(
+    private readonly frames: readonly Uint8Array[],
+    private readonly indexFrames: number,
+    opts: SenderOptions,
+  ) {
+    if (!(opts.requestId instanceof Uint8Array) || opts.requestId.length !== ID_BYTES) {
+      throw new CatpError(CATP_ERR.BAD_OPTIONS, 'requestId must be 8 bytes');
+    }
+    this.requestId = opts.requestId.slice();
+    this.n = frames.length;
+    this.byFrames = opts.rateFramesPerSec !== undefined;
+    const r = this.byFrames ? (opts.rateFramesPerSec as number) : (opts.rateBytesPerSec ?? 1_250_000);
+    if (!(r > 0)) throw new CatpError(CATP_ERR.BAD_OPTIONS, 'rate must be > 0');
+    this.maxRate = r / 1000; // per ms
+    this.rate = this.maxRate;
+    this.floor = this.maxRate * (opts.minRateFraction ?? 1 / 8);
+    this.initialRtt = opts.initialRttMs ?? 100;
+    this.minEpochMs = opts.minEpochMs ?? 20;
+    this.maxSends = opts.maxSendsPerFrame ?? 32;
+    this.giveUpAfterMs = opts.giveUpAfterMs ?? 60_000;
+    this.idleTimeoutMs = opts.idleTimeoutMs ?? 10_000;
+    this.burstMs = opts.burstMs ?? 1;
+    this.queued = new Uint8Array(this.n);
+    this.sendCount = new Uint16Array(this.n);
+    this.lastSentAt = new Float64Array(this.n);
+    this.stats = { sent: 0, resent: 0, reports: 0, badReports: {}, rate: this.rate * 1000, srttMs: this.initialRtt, rateDecreases: 0 };
+  }
+
+  get finished(): boolean {
+    return this.done || this.error !== null;
+  }
+
+  private hasWork(): boolean {
+    return this.idxQ.size > 0 || this.dataQ.size > 0 || this.nextNew < this.n;
+  }
+
+  private fail(msg: string): void {
+    if (this.error === null && !this.done) this.error = new CatpError(CATP_ERR.GAVE_UP, msg);
+  }
+
+  /** Check the give-up and idle deadlines. */
+  handleTimer(nowMs: number): void {
+    if (this.finished || this.startedAt === null) return;
+    if (nowMs >= this.startedAt + this.giveUpAfterMs) this.fail(`not complete after ${this.giveUpAfterMs} ms`);
+    else if (!this.hasWork() && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
+  }
+
+  nextTimerAt(): number | null {
+    if (this.finished) return null;
+    if (this.startedAt === null) return this.hasWork() ? 0 : null;
+    const giveUp = this.startedAt + this.giveUpAfterMs;
+    if (this.hasWork()) return Math.min(this.nextSendAt - this.burstMs, giveUp);
+    return Math.min(giveUp, this.lastActivityAt + this.idleTimeoutMs);
+  }
+
+  /** The next datagram to send at `nowMs` (pacing permitting), or null. */
+  nextDatagram(nowMs: number): Uint8Array | null {
+    if (this.startedAt === null) {
+      this.startedAt = nowMs;
+      this.lastActivityAt = nowMs;
+    }
+    this.handleTimer(nowMs);
+    if (this.finished || nowMs + this.burstMs < this.nextSendAt) return null;
+    let seq: number | undefined = this.idxQ.shift();
+    if (seq === undefined) {
+      const newLeft = this.nextNew < this.n;
+      if (this.dataQ.size > 0 && (!newLeft || this.turnResend)) {
+        seq = this.dataQ.shift();
+        this.turnResend = false;
+      } else if (newLeft) {
+        seq = this.nextNew++;
+        this.turnResend = true;
+      }
+    }
+    if (seq === undefined) return null;
+    this.queued[seq] = 0;
+    if (this.sendCount[seq] >= this.maxSends) {
+      this.fail(`frame ${seq} sent ${this.maxSends} times`);
+      return null;
+    }
+    if (this.sendCount[seq] > 0) this.stats.resent++;
+    this.sendCount[seq]++;
+    this.stats.sent++;
+    this.lastSentAt[seq] = nowMs;
+    this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
+    const f = this.frames[seq];
+    const out = f.slice();
+    out.set(this.requestId, 0);
+    const cost = this.byFrames ? 1 : out.length;
+    this.nextSendAt = Math.max(this.nextSendAt, nowMs) + cost / this.rate;
+    return out;
+  }
+
+  private queue(seq: number, nowMs: number, guard: number): boolean {
+    if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
+    if (nowMs - this.lastSentAt[seq] < guard) return false;
+    this.queued[seq] = 1;
+    if (seq < this.indexFrames) this.idxQ.push(seq);
+    else this.dataQ.push(seq);
+    return true;
+  }
+
+  /** A report datagram from the client. Never throws; returns the reject reason if refused. */
+  receiveReport(bytes: Uint8Array, nowMs: number): { accepted: boolean; code?: string } {
+    try {
+      return this.takeReport(bytes, nowMs);
+    } catch (e) {
+      const code = e instanceof Reject ? e.code : REJECT.BAD_REPORT;
+      this.stats.badReports[code] = (this.stats.badReports[code] ?? 0) + 1;
+      return { accepted: false, code };
+    }
+  }
+
+  private takeReport(bytes: Uint8Array, nowMs: number): { accepted: boolean; code?: string } {
+    const r = decodeReport(bytes);
+    if (!bytesEqual(r.id, this.requestId)) throw new Reject(REJECT.WRONG_ID);
+    const pageKnown = r.pageId.some((b) => b !== 0);
+    const myPage = this.frames.length > 0 ? this.frames[0].subarray(12, 12 + PAGE_ID_BYTES) : new Uint8Array(PAGE_ID_BYTES);
+    if (pageKnown && !bytesEqual(r.pageId, myPage)) throw new Reject(REJECT.WRONG_PAGE);
+    if (r.total !== 0 && r.total !== this.n) throw new Reject(REJECT.INCONSISTENT_HEADER);
+    if (r.reportNo <= this.lastReportNo) return { accepted: false, code: 'CATP_STALE_REPORT' };
+    if (this.finished) return { accepted: false, code: REJECT.AFTER_END };
+    this.lastReportNo = r.reportNo;
+    this.stats.reports++;
+    this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
+    if (r.echoSeq !== NO_ECHO && r.echoSeq < this.n && this.sendCount[r.echoSeq] > 0) {
+      const sample = nowMs - this.lastSentAt[r.echoSeq] - r.echoDelayMs;
+      if (sample >= 0) this.srtt = this.srtt === null ? sample : (7 * this.srtt + sample) / 8;
+    }
+    const srtt = this.srtt ?? this.initialRtt;
+    this.stats.srttMs = srtt;
+    if (r.complete) {
+      this.done = true;
+      return { accepted: true };
+    }
+    const guard = Math.max(1, 1.25 * srtt);
+    let lost = 0;
+    if (r.total === 0) {
+      for (let s = 0; s < Math.max(1, this.indexFrames) && s < this.n; s++) if (this.queue(s, nowMs, guard)) lost++;
+    }
+    for (const [s, e] of r.missing) {
+      const end = Math.min(e, this.n);
+      for (let q = s; q < end; q++) if (this.queue(q, nowMs, guard)) lost++;
+    }
+    const recv = Math.max(0, r.received - this.lastReceived);
+    this.lastReceived = Math.max(this.lastReceived, r.received);
+    if (this.epochStart === null) this.epochStart = nowMs;
+    this.epochLost += lost;
+    this.epochRecv += recv;
+    if (nowMs - this.epochStart >= Math.max(this.minEpochMs, srtt)) {
+      if (this.epochLost > 0) {
+        const frac = this.epochLost / (this.epochLost + this.epochRecv);
+        this.rate = Math.max(this.floor, this.rate * Math.max(0.5, 1 - frac / 2));
+        this.stats.rateDecreases++;
+      } else if (this.epochRecv > 0) {
+        this.rate = Math.min(this.maxRate, this.rate + this.maxRate / 16);
+      }
+      this.epochStart = nowMs;
+      this.epochLost = 0;
+      this.epochRecv = 0;
+    }
+    this.stats.rate = this.rate * 1000;
+    return { accepted: true };
+  }
+}

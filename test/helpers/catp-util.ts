@@ -1,0 +1,148 @@
+/** Shared helpers for the CATP tests: hashing, a seeded RNG, frame delivery, and an in-memory lossy pipe. */
+import * as crypto from 'node:crypto';
+import {
+  CatpAssembler,
+  CatpEvent,
+  parse5TreeBuilder,
+  RawAssembler,
+  RawAssemblerEvent,
+  RepairSender,
+  FRAME_KIND,
+} from '../../protocol/catp';
+
+export const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
+
+/** mulberry32: small, fast, seeded. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function shuffle<T>(a: T[], r: () => number): T[] {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+/** Frames in a random order, with some duplicated (dupRate) at random later positions. */
+export function scramble(frames: Uint8Array[], r: () => number, dupRate = 0.2): Uint8Array[] {
+  const out = shuffle([...frames], r);
+  const extra = frames.filter(() => r() < dupRate);
+  for (const f of extra) out.splice(Math.floor(r() * (out.length + 1)), 0, f);
+  return out;
+}
+
+/** Feed frames to a fresh assembler + parse5 tree builder; returns the builder, assembler and events. */
+export function assemble(frames: Uint8Array[], asm = new CatpAssembler({ sha256 })) {
+  const builder = parse5TreeBuilder();
+  const events: CatpEvent[] = [];
+  for (const f of frames) {
+    asm.receive(f, 0);
+    for (let e = asm.nextEvent(); e; e = asm.nextEvent()) {
+      events.push(e);
+      builder.apply(e);
+    }
+  }
+  return { builder, asm, events };
+}
+
+export function seqOf(frame: Uint8Array): number {
+  return new DataView(frame.buffer, frame.byteOffset).getUint32(20);
+}
+export function kindOf(frame: Uint8Array): number {
+  return frame[10];
+}
+export { FRAME_KIND };
+
+export interface PipeOptions {
+  seed: number;
+  /** Drop probability per datagram, both directions. */
+  loss: number;
+  /** Duplicate probability per datagram. */
+  dup?: number;
+  /** One-way delay and jitter (ms): jitter reorders. */
+  delayMs?: number;
+  jitterMs?: number;
+  /** Custom drop rule (overrides `loss` for datagrams it returns a boolean for). */
+  drop?: (dir: 'down' | 'up', bytes: Uint8Array, n: number) => boolean | undefined;
+  /** Give up the simulation at this fake time. */
+  maxMs?: number;
+}
+
+export interface PipeResult<E> {
+  events: Array<{ at: number; e: E }>;
+  completeAt: number | null;
+  sent: Uint8Array[];
+  reports: number;
+  endMs: number;
+}
+
+/** quiche Pipe style: a sender and an assembler, a fake clock, drops / duplicates / reorders from a seed. */
+export function runPipe<E extends { type: string }>(
+  sender: RepairSender,
+  client: CatpAssembler | RawAssembler,
+  o: PipeOptions,
+): PipeResult<E> {
+  const r = rng(o.seed);
+  const delay = o.delayMs ?? 10;
+  const jitter = o.jitterMs ?? 4;
+  const inflight: Array<{ at: number; dir: 'down' | 'up'; bytes: Uint8Array }> = [];
+  const events: Array<{ at: number; e: E }> = [];
+  const sent: Uint8Array[] = [];
+  let now = 0;
+  let nDown = 0;
+  let nUp = 0;
+  let reports = 0;
+  let completeAt: number | null = null;
+  const maxMs = o.maxMs ?? 120_000;
+  const send = (dir: 'down' | 'up', bytes: Uint8Array): void => {
+    const n = dir === 'down' ? nDown++ : nUp++;
+    const d = o.drop?.(dir, bytes, n);
+    if (d ?? r() < o.loss) return;
+    inflight.push({ at: now + delay + r() * jitter, dir, bytes });
+    if (r() < (o.dup ?? 0)) inflight.push({ at: now + delay + r() * jitter * 3, dir, bytes });
+  };
+  client.start(0);
+  for (let iter = 0; iter < 5_000_000; iter++) {
+    for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) {
+      sent.push(d);
+      send('down', d);
+    }
+    inflight.sort((a, b) => a.at - b.at);
+    while (inflight.length > 0 && inflight[0].at <= now) {
+      const m = inflight.shift() as (typeof inflight)[number];
+      if (m.dir === 'down') {
+        client.receive(m.bytes, now);
+        for (let e = client.nextEvent(); e; e = client.nextEvent()) {
+          events.push({ at: now, e: e as unknown as E });
+          if (e.type === 'page-complete' && completeAt === null) completeAt = now;
+        }
+      } else sender.receiveReport(m.bytes, now);
+    }
+    for (let rep = client.nextReport(now); rep; rep = client.nextReport(now)) {
+      reports++;
+      send('up', rep);
+    }
+    for (let e = client.nextEvent(); e; e = client.nextEvent()) events.push({ at: now, e: e as unknown as E });
+    if (client.finished && (sender.finished || inflight.length === 0) && client.nextTimerAt() === null) break;
+    if (sender.finished && client.finished) break;
+    const cands = [sender.nextTimerAt(), client.nextTimerAt(), inflight.length > 0 ? inflight[0].at : null].filter(
+      (x): x is number => x !== null,
+    );
+    if (cands.length === 0) break;
+    const next = Math.min(...cands);
+    now = Math.max(now + 1e-6, next);
+    if (now > maxMs) break;
+  }
+  return { events, completeAt, sent, reports, endMs: now };
+}
+
+export type { RawAssemblerEvent };
