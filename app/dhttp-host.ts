@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import diagnostics from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 
-import { Endpoint, type EndpointCounters, type Incoming, type Peer } from '../native';
+import { Endpoint, realtimeNs, type EndpointCounters, type Incoming, type Peer } from '../native';
 import {
   DhttpClient,
   type ClientAction,
@@ -17,6 +17,7 @@ import {
   parseTarget,
 } from '../protocol/dhttp';
 import { HostError } from './errors';
+import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -25,6 +26,7 @@ export const channels = {
   resend: diagnostics.channel('dhttp:resend'),
   fallback: diagnostics.channel('dhttp:fallback'),
   dropped: diagnostics.channel('dhttp:dropped'),
+  frame: diagnostics.channel('catp:frame'),
 } as const;
 
 export interface FetchOptions {
@@ -34,6 +36,32 @@ export interface FetchOptions {
   /** Overall deadline; the client's own resend budget usually ends a request first. */
   timeoutMs?: number;
 }
+
+export interface LoadOptions {
+  /** 'catp': out-of-order CATP frames; 'inorder': the page's raw bytes in datagrams, usable up to the first gap. */
+  mode: StreamMode;
+  /** Ask the server to pace its frames at this many bytes per second. */
+  rateBytesPerSec?: number;
+  timeoutMs?: number;
+  /** Called after every arriving frame with what it made displayable (the load's timeline). */
+  onFrame?: (record: FrameRecord, events: StreamEvent[]) => void;
+}
+
+export type LoadResult =
+  | {
+      kind: 'stream';
+      url: string;
+      requestId: string;
+      mode: StreamMode;
+      frames: number;
+      startedAtMs: number;
+      firstFrameAtMs: number | null;
+      completedAtMs: number;
+      /** The assembler's counters: frames accepted, duplicates, refusals by reason. */
+      counters: Record<string, number>;
+    }
+  /** The server answered with an ordinary HTTP response (not HTML, an error status, or no CATP support). */
+  | { kind: 'response'; url: string; requestId: string; result: FetchResult };
 
 export interface FetchResult {
   url: string;
@@ -69,6 +97,16 @@ interface Pending {
   timer: NodeJS.Timeout | undefined;
 }
 
+interface Load {
+  session: StreamSession;
+  lane: Lane;
+  options: LoadOptions;
+  url: string;
+  resolve: (r: LoadResult) => void;
+  reject: (e: Error) => void;
+  settled: boolean;
+}
+
 /** One native endpoint and the client state machine that announces its ports. */
 class Lane {
   readonly endpoint: Endpoint;
@@ -79,6 +117,10 @@ class Lane {
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | null = null;
   lastRxNs: bigint | null = null;
+  /** Kernel receive time of each datagram handed to the client, found again when it comes back as an event. */
+  private readonly rx = new WeakMap<Uint8Array, bigint>();
+  /** Streamed loads on this endpoint, by request ID. */
+  readonly sessions = new Map<string, StreamSession>();
 
   constructor(
     readonly bind: string,
@@ -98,6 +140,7 @@ class Lane {
       switch (item.kind) {
         case 'datagram':
           this.lastRxNs = item.rxNs;
+          this.rx.set(item.data, item.rxNs);
           this.client.receiveDatagram(item.data, peerAddress(item.peer), now);
           break;
         case 'tcp-open':
@@ -142,15 +185,37 @@ class Lane {
     if (conn !== undefined) this.connToKey.delete(conn);
   }
 
-  /** Carries out every action the client queued, hands its events to the host, and re-arms the timer. */
+  rxOf(data: Uint8Array): bigint | null {
+    return this.rx.get(data) ?? null;
+  }
+
+  /**
+   * Carries out every action the client queued and hands its events to the host, until both queues are
+   * empty (handling an event may queue actions, e.g. a loss report), then re-arms the timer.
+   */
   pump(): void {
-    for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
-      this.perform(action);
-    }
-    for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
-      this.host.onEvent(this, event);
+    for (let busy = true; busy; ) {
+      busy = false;
+      for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
+        this.perform(action);
+        busy = true;
+      }
+      for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
+        this.host.onEvent(this, event);
+        busy = true;
+      }
     }
     this.arm();
+  }
+
+  /** Releases the request IDs of streamed loads that have finished and sent their last reports. */
+  reap(nowMs: number): void {
+    for (const [id, session] of this.sessions) {
+      if (session.drained(nowMs)) {
+        this.sessions.delete(id);
+        this.client.endStream(id);
+      }
+    }
   }
 
   private perform(action: ClientAction): void {
@@ -195,7 +260,11 @@ class Lane {
   }
 
   private arm(): void {
-    const at = this.client.nextTimerAt();
+    let at = this.client.nextTimerAt();
+    for (const session of this.sessions.values()) {
+      const t = session.nextTimerAt();
+      if (t !== null && (at === null || t < at)) at = t;
+    }
     if (at === this.timerAt) return;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -204,7 +273,13 @@ class Lane {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timerAt = null;
-      this.client.handleTimer(performance.now());
+      const now = performance.now();
+      this.client.handleTimer(now);
+      for (const session of [...this.sessions.values()]) {
+        const t = session.nextTimerAt();
+        if (t !== null && t <= now) this.host.onStreamOutcome(session, session.onTimer(now), now);
+      }
+      this.reap(now);
       this.pump();
     }, Math.max(0, at - performance.now()));
   }
@@ -236,6 +311,7 @@ export interface HostCounters {
 export class DhttpHost {
   private readonly lanes = new Map<string, Lane>();
   private readonly pending = new Map<string, Pending>();
+  private readonly loads = new Map<string, Load>();
   private readonly addresses = new Map<string, string>();
   private sendErrors = 0;
   private closed = false;
@@ -249,6 +325,84 @@ export class DhttpHost {
   }
 
   async fetch(url: string, options: FetchOptions = {}): Promise<FetchResult> {
+    return (await this.begin(url, options, false)).answer;
+  }
+
+  /**
+   * Loads a page as a stream of CATP frames (or, in 'inorder' mode, raw datagrams), reporting every frame.
+   * Resolves when the page is complete and verified, or with the server's ordinary answer when it sent one.
+   */
+  async load(url: string, options: LoadOptions): Promise<LoadResult> {
+    const headers: [string, string][] = [['Catp-Mode', options.mode]];
+    if (options.rateBytesPerSec !== undefined) headers.push(['Catp-Rate', String(Math.round(options.rateBytesPerSec))]);
+    const startedRealtimeNs = realtimeNs();
+    const { lane, requestId, startedAtMs, answer } = await this.begin(url, { headers }, true);
+    const session = new StreamSession(requestId, options.mode, lane.endpoint.tcpPort, startedAtMs, startedRealtimeNs,
+      (report) => lane.client.sendOnStream(requestId, report));
+    lane.sessions.set(requestId, session);
+    return new Promise<LoadResult>((resolve, reject) => {
+      const load: Load = { session, lane, options, url, resolve, reject, settled: false };
+      this.loads.set(requestId, load);
+      answer.then(
+        (result) => this.settle(load, null, { kind: 'response', url, requestId, result }),
+        (err: Error) => this.settle(load, err, null),
+      );
+      if (options.timeoutMs !== undefined) {
+        const timer = setTimeout(() => {
+          this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${url} did not complete within ${options.timeoutMs} ms`), null);
+          lane.pump();
+        }, options.timeoutMs);
+        const clear = () => clearTimeout(timer);
+        answer.then(clear, clear);
+        this.loadTimers.set(requestId, timer);
+      }
+    });
+  }
+
+  private readonly loadTimers = new Map<string, NodeJS.Timeout>();
+
+  /** Ends a load once: resolves or rejects it and, on failure, releases its request ID at once. */
+  private settle(load: Load, error: Error | null, result: LoadResult | null): void {
+    if (load.settled) return;
+    load.settled = true;
+    const id = load.session.requestId;
+    this.loads.delete(id);
+    const timer = this.loadTimers.get(id);
+    if (timer) clearTimeout(timer);
+    this.loadTimers.delete(id);
+    if (error || result?.kind === 'response') {
+      load.lane.sessions.delete(id);
+      load.lane.client.endStream(id);
+      this.pending.delete(id);
+    }
+    if (error) load.reject(error);
+    else load.resolve(result as LoadResult);
+  }
+
+  /** Called by a lane for each streamed frame's or timer's outcome. */
+  onStreamOutcome(session: StreamSession, outcome: StreamOutcome, nowMs: number): void {
+    const load = this.loads.get(session.requestId);
+    if (!load || outcome.done === null) return;
+    if (outcome.done === 'failed') {
+      const e = outcome.error ?? { code: 'CATP_ERR_FAILED', message: 'the stream failed' };
+      this.settle(load, new HostError(e.code, `${load.url}: ${e.message}`), null);
+      return;
+    }
+    this.pending.delete(session.requestId);
+    this.settle(load, null, {
+      kind: 'stream',
+      url: load.url,
+      requestId: session.requestId,
+      mode: session.mode,
+      frames: session.frames,
+      startedAtMs: session.startedAtMs,
+      firstFrameAtMs: session.firstFrameAtMs,
+      completedAtMs: nowMs,
+      counters: session.assembler.counters(),
+    });
+  }
+
+  private async begin(url: string, options: FetchOptions, streamed: boolean) {
     if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host is closed');
     const target = parseTarget(url);
     const address = await this.resolve(target.host);
@@ -263,10 +417,11 @@ export class DhttpHost {
         method: options.method ?? 'GET',
         headers: options.headers ?? [],
         ...(options.body ? { body: options.body } : {}),
+        streamed,
       },
       startedAtMs,
     );
-    const result = new Promise<FetchResult>((resolve, reject) => {
+    const answer = new Promise<FetchResult>((resolve, reject) => {
       const entry: Pending = { url, resolve, reject, startedAtMs, fellBack: false, timer: undefined };
       if (options.timeoutMs !== undefined) {
         entry.timer = setTimeout(() => {
@@ -280,7 +435,7 @@ export class DhttpHost {
     });
     channels.request.publish({ url, requestId, atMs: startedAtMs });
     lane.pump();
-    return result;
+    return { lane, requestId, startedAtMs, answer };
   }
 
   /** Called by a lane for every client event. */
@@ -321,6 +476,17 @@ export class DhttpHost {
       case 'dropped':
         channels.dropped.publish(event);
         return;
+      case 'stream-datagram': {
+        const session = lane.sessions.get(event.requestId);
+        if (!session) return;
+        const { record, outcome } = session.receive(event.data, event.receivedAtMs, lane.rxOf(event.data));
+        const load = this.loads.get(event.requestId);
+        load?.options.onFrame?.(record, outcome.events);
+        if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record });
+        this.onStreamOutcome(session, outcome, event.receivedAtMs);
+        lane.reap(event.receivedAtMs);
+        return;
+      }
       default:
         channels.resend.publish(event);
     }
@@ -357,6 +523,9 @@ export class DhttpHost {
       entry.reject(new HostError('HOST_ERR_CLOSED', 'the host was closed before the answer came'));
     }
     this.pending.clear();
+    for (const load of [...this.loads.values()]) {
+      this.settle(load, new HostError('HOST_ERR_CLOSED', 'the host was closed before the page completed'), null);
+    }
   }
 
   private take(requestId: string): Pending | undefined {

@@ -1,2 +1,12 @@
-export { DhttpHost, channels, type DhttpHostOptions, type FetchOptions, type FetchResult, type HostCounters } from './dhttp-host';
+export {
+  DhttpHost,
+  channels,
+  type DhttpHostOptions,
+  type FetchOptions,
+  type FetchResult,
+  type HostCounters,
+  type LoadOptions,
+  type LoadResult,
+} from './dhttp-host';
 export { HostError } from './errors';
+export type { Displayable, FrameRecord, StreamEvent, StreamMode } from './stream-session';

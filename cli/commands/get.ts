@@ -1,7 +1,11 @@
 import diagnostics from 'node:diagnostics_channel';
+import { createWriteStream } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 
-import { DhttpHost, channels } from '../../app';
+import { serialize } from 'parse5';
+
+import { DhttpHost, channels, type FetchResult, type FrameRecord, type LoadResult, type StreamEvent } from '../../app';
+import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { intOption, parse, UsageError, type Io } from '../args';
 
 const HELP = `usage: catp get URL [options]
@@ -13,6 +17,11 @@ Fetches a URL and writes the body to stdout (or -o FILE).
   dhttpt://HOST[:PORT]/PATH   DHTTP over a TCP connection only
   http://HOST[:PORT]/PATH     plain HTTP/1.1
 
+With --catp, an HTML page comes as CATP frames over UDP, in any order, and is rebuilt frame by frame; the
+output is parse5's serialization of the rebuilt tree. With --inorder, the page's raw bytes come in datagrams,
+usable only up to the first gap (the baseline CATP is measured against). A server that does not stream the
+URL (not HTML, an error, an old server) answers normally and its body is written as usual.
+
 options:
   -o, --output FILE        write the body to FILE
   -v, --verbose            show the request ID, the channel the answer came on, resends, fall-back and timings
@@ -20,6 +29,11 @@ options:
   -H, --header 'N: V'      add a request header (repeatable)
   -d, --data TEXT          request body
       --timeout MS         give up after MS milliseconds (default 30000)
+      --catp               load the page as CATP frames (dhttp:// only)
+      --inorder            load the page's raw bytes as in-order datagrams (dhttp:// only)
+      --rate BYTES_PER_S   ask the server to pace --catp / --inorder frames at this rate
+      --timeline FILE      with --catp / --inorder: one JSON line per arriving frame (arrival time, frame,
+                           what became displayable)
   -h, --help               show this help
 
 Exit status: 0 on a 2xx/3xx answer, 1 on an error or a 4xx/5xx answer (reported on stderr), 2 on bad usage.
@@ -32,8 +46,14 @@ const options = {
   header: { type: 'string', short: 'H', multiple: true },
   data: { type: 'string', short: 'd' },
   timeout: { type: 'string' },
+  catp: { type: 'boolean' },
+  inorder: { type: 'boolean' },
+  rate: { type: 'string' },
+  timeline: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+const VIA = { udp: 'UDP', tcp: 'TCP (DHTTP)', http: 'plain HTTP/1.1 over TCP' } as const;
 
 function parseHeader(text: string): [string, string] {
   const colon = text.indexOf(':');
@@ -55,6 +75,13 @@ export async function get(argv: string[], io: Io): Promise<number> {
   const log = (line: string) => {
     if (verbose) io.stderr.write(`${line}\n`);
   };
+  if (values.catp && values.inorder) throw new UsageError('--catp and --inorder exclude each other');
+  const mode = values.catp ? 'catp' : values.inorder ? 'inorder' : null;
+  if (mode === null && (values.rate !== undefined || values.timeline !== undefined)) {
+    throw new UsageError('--rate and --timeline need --catp or --inorder');
+  }
+  if (mode !== null && !url.startsWith('dhttp://')) throw new UsageError(`--${mode} needs a dhttp:// URL`);
+  const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
 
   const host = new DhttpHost();
   const subscriptions: [diagnostics.Channel, (message: unknown) => void][] = [
@@ -72,34 +99,102 @@ export async function get(argv: string[], io: Io): Promise<number> {
   ];
   for (const [ch, fn] of subscriptions) ch.subscribe(fn);
   try {
+    if (mode !== null) {
+      const out = await loadStream(host, url, mode, { timeoutMs, rate, timeline: values.timeline, log });
+      if (out.kind === 'response') return await writeAnswer(out.result, values.output, io, log);
+      if (values.output !== undefined) await writeFile(values.output, out.body);
+      else await new Promise<void>((done, fail) => io.stdout.write(out.body, (e) => (e ? fail(e) : done())));
+      return 0;
+    }
     const result = await host.fetch(url, {
       method: values.method ?? 'GET',
       headers,
       ...(values.data !== undefined ? { body: new TextEncoder().encode(values.data) } : {}),
       timeoutMs,
     });
-    const { response } = result;
-    const ms = (result.completedAtMs - result.startedAtMs).toFixed(1);
-    const via = { udp: 'UDP', tcp: 'TCP (DHTTP)', http: 'plain HTTP/1.1 over TCP' }[result.channel];
-    log(
-      `< ${response.status} ${response.reason}  via ${via}, ${response.body.length} bytes in ${ms} ms, ` +
-        `${result.resends} resend${result.resends === 1 ? '' : 's'}${result.fellBack ? ', after fall-back' : ''}`,
-    );
+    return await writeAnswer(result, values.output, io, log);
+  } finally {
     if (verbose) {
       for (const lane of host.counters().lanes) {
         const nonZero = Object.entries(lane.endpoint).filter(([, v]) => v !== 0).map(([k, v]) => `${k}=${v}`);
         log(`  endpoint ${lane.bind} udp:${lane.udpPort} tcp:${lane.tcpPort}  ${nonZero.join(' ')}`);
       }
     }
-    if (response.status >= 400) {
-      io.stderr.write(`catp get: ${url}: ${response.status} ${response.reason}\n`);
-      return 1;
-    }
-    if (values.output !== undefined) await writeFile(values.output, response.body);
-    else await new Promise<void>((done, fail) => io.stdout.write(response.body, (e) => (e ? fail(e) : done())));
-    return 0;
-  } finally {
     for (const [ch, fn] of subscriptions) ch.unsubscribe(fn);
     host.close();
+  }
+}
+
+async function writeAnswer(result: FetchResult, output: string | undefined, io: Io, log: (line: string) => void): Promise<number> {
+  const { response } = result;
+  const ms = (result.completedAtMs - result.startedAtMs).toFixed(1);
+  log(
+    `< ${response.status} ${response.reason}  via ${VIA[result.channel]}, ${response.body.length} bytes in ${ms} ms, ` +
+      `${result.resends} resend${result.resends === 1 ? '' : 's'}${result.fellBack ? ', after fall-back' : ''}`,
+  );
+  if (response.status >= 400) {
+    io.stderr.write(`catp get: ${result.url}: ${response.status} ${response.reason}\n`);
+    return 1;
+  }
+  if (output !== undefined) await writeFile(output, response.body);
+  else await new Promise<void>((done, fail) => io.stdout.write(response.body, (e) => (e ? fail(e) : done())));
+  return 0;
+}
+
+interface StreamOptions {
+  timeoutMs: number;
+  rate: number | undefined;
+  timeline: string | undefined;
+  log: (line: string) => void;
+}
+
+/** Loads a page as a stream and rebuilds it: the parse5 serialization (CATP) or the raw bytes (in order). */
+async function loadStream(
+  host: DhttpHost,
+  url: string,
+  mode: 'catp' | 'inorder',
+  opts: StreamOptions,
+): Promise<{ kind: 'stream'; body: Uint8Array } | Extract<LoadResult, { kind: 'response' }>> {
+  const tree = parse5TreeBuilder();
+  const chunks: Uint8Array[] = [];
+  const timeline = opts.timeline === undefined ? null : createWriteStream(opts.timeline);
+  const timelineDone = timeline
+    ? new Promise<void>((ok, fail) => timeline.on('close', () => ok()).on('error', fail))
+    : null;
+  let refused = 0;
+  const onFrame = (record: FrameRecord, events: StreamEvent[]) => {
+    if (!record.accepted) refused++;
+    for (const ev of events) {
+      if (ev.type === 'prefix-extended') chunks.push(ev.bytes);
+      else if (mode === 'catp') tree.apply(ev as CatpEvent);
+    }
+    timeline?.write(`${JSON.stringify(record)}\n`);
+  };
+  try {
+    const result = await host.load(url, {
+      mode,
+      timeoutMs: opts.timeoutMs,
+      onFrame,
+      ...(opts.rate !== undefined ? { rateBytesPerSec: opts.rate } : {}),
+    });
+    if (result.kind === 'response') {
+      opts.log(`! the server answered without streaming (${result.result.response.status})`);
+      return result;
+    }
+    const c = result.counters;
+    opts.log(
+      `< ${mode === 'catp' ? 'CATP' : 'in-order'} page complete and verified: ${result.frames} frames ` +
+        `(${c.accepted ?? 0} accepted, ${refused} refused or duplicate) in ` +
+        `${(result.completedAtMs - result.startedAtMs).toFixed(1)} ms, first frame after ` +
+        `${result.firstFrameAtMs === null ? '-' : (result.firstFrameAtMs - result.startedAtMs).toFixed(1)} ms`,
+    );
+    if (mode === 'inorder') return { kind: 'stream', body: Buffer.concat(chunks) };
+    if (tree.root === null) throw new Error('the page completed without a skeleton');
+    return { kind: 'stream', body: Buffer.from(serialize(tree.root)) };
+  } finally {
+    if (timeline) {
+      timeline.end();
+      await timelineDone;
+    }
   }
 }

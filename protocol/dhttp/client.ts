@@ -51,6 +51,12 @@ export interface RequestInit {
   method?: string;
   headers?: HttpHeaders;
   body?: Uint8Array;
+  /**
+   * The answer may come as a stream of datagrams that are not HTTP responses (CATP frames). The first such
+   * datagram stops the request's resend timer; each is handed over as a 'stream-datagram' event and the
+   * request stays outstanding until `endStream`. An ordinary HTTP answer still completes it as usual.
+   */
+  streamed?: boolean;
 }
 
 export interface Address {
@@ -84,7 +90,8 @@ export type ClientEvent =
   | { type: 'fallback'; requestId: string; reason: FallbackReason }
   | { type: 'retry-over-tcp'; requestId: string }
   | { type: 'request-failed'; requestId: string; error: DhttpError }
-  | { type: 'dropped'; channel: Channel; reason: string; requestId?: string };
+  | { type: 'dropped'; channel: Channel; reason: string; requestId?: string }
+  | { type: 'stream-datagram'; requestId: string; data: Uint8Array; receivedAtMs: number; first: boolean };
 
 export interface ClientCounters {
   requests: number;
@@ -97,6 +104,9 @@ export interface ClientCounters {
   dropped: { unknownId: number; duplicate: number; malformed: number; total: number };
   connections: { opened: number; inbound: number; closedByUs: number };
 }
+
+/** 'H' of "HTTP/1.1 ...": a streamed request's datagram that starts otherwise is a stream datagram. */
+const HTTP_FIRST_BYTE = 0x48;
 
 /** RFC 9110 9.2.2: safe to repeat, so they may travel over UDP (and be resent). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -140,6 +150,10 @@ interface Req {
   httpBytesAtSend: number;
   httpRetried: boolean;
   cancelled: boolean;
+  /** Asked for a streamed answer (RequestInit.streamed). */
+  streamed: boolean;
+  /** A stream datagram has arrived: the stream's own repair, not our resends, now drives it. */
+  streaming: boolean;
 }
 
 type ConnKind = 'dhttp-out' | 'http' | 'inbound';
@@ -269,6 +283,8 @@ export class DhttpClient {
       httpBytesAtSend: 0,
       httpRetried: false,
       cancelled: false,
+      streamed: init.streamed === true,
+      streaming: false,
     };
     this.reqs.set(req.idHex, req);
     this.stats.requests++;
@@ -286,6 +302,25 @@ export class DhttpClient {
       this.sendDhttpTcp(req, false, nowMs);
     }
     return req.idHex;
+  }
+
+  /**
+   * Send a datagram that belongs to a streamed request (e.g. a CATP loss report, which carries the request's
+   * ID itself) to the request's server. Returns false when the request is not outstanding.
+   */
+  sendOnStream(idHex: string, data: Uint8Array): boolean {
+    const req = this.reqs.get(idHex.toLowerCase());
+    if (req === undefined || !req.streamed) return false;
+    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+    return true;
+  }
+
+  /** A streamed request is finished (its stream completed or was given up): forget its ID. */
+  endStream(idHex: string): boolean {
+    const req = this.reqs.get(idHex.toLowerCase());
+    if (req === undefined || !req.streamed) return false;
+    this.finish(req);
+    return true;
   }
 
   /** Abandon a request: no event follows for it. Returns false when the ID is not outstanding. */
@@ -310,6 +345,16 @@ export class DhttpClient {
     const req = this.reqs.get(idHex);
     if (req === undefined || req.state === 'http') {
       this.dropUnmatched('udp', idHex);
+      return;
+    }
+    if (req.streamed && req.state === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
+      const first = !req.streaming;
+      if (first) {
+        req.streaming = true;
+        req.deadline = null;
+        req.origin.knowledge = 'dhttp';
+      }
+      this.events.push({ type: 'stream-datagram', requestId: idHex, data, receivedAtMs: nowMs, first });
       return;
     }
     let response: HttpResponse;

@@ -1,0 +1,155 @@
+// One streamed page load (CATP or the in-order baseline) as the host sees it: feeds every frame of the
+// request to the sans-IO assembler, sends the loss reports it asks for, and tells the caller after every
+// frame what became displayable.
+import { createHash } from 'node:crypto';
+
+import {
+  CatpAssembler,
+  RawAssembler,
+  type CatpEvent,
+  type RawAssemblerEvent,
+} from '../protocol/catp';
+import { hexToId } from '../protocol/dhttp';
+
+export type StreamMode = 'catp' | 'inorder';
+export type StreamEvent = CatpEvent | RawAssemblerEvent;
+
+const FRAME_KINDS: Record<number, FrameRecord['kind']> = { 1: 'index', 2: 'data', 3: 'raw' };
+
+/** What one arriving frame did. One of these per datagram, in arrival order: the load's timeline. */
+export interface FrameRecord {
+  /** Host clock (performance.now) when the frame was handed over, ms since the request left. */
+  atMs: number;
+  /** Kernel receive time of the datagram, ms since the request left (both on CLOCK_REALTIME), if known. */
+  kernelAtMs: number | null;
+  bytes: number;
+  seq: number | null;
+  kind: 'index' | 'data' | 'raw' | null;
+  accepted: boolean;
+  /** Why the frame was refused (CATP_DUPLICATE for a repeat, CATP_ERR_* for bad input). */
+  code?: string;
+  /** What became displayable because of this frame (empty: nothing new). */
+  displayable: Displayable[];
+}
+
+export type Displayable =
+  | { type: 'skeleton-ready'; blocks: number; slots: number }
+  | { type: 'block-filled'; block: number }
+  | { type: 'prefix-extended'; length: number; total: number }
+  | { type: 'page-complete' };
+
+export interface StreamOutcome {
+  events: StreamEvent[];
+  done: 'complete' | 'failed' | null;
+  error?: { code: string; message: string };
+}
+
+export function sha256(bytes: Uint8Array): Uint8Array {
+  return createHash('sha256').update(bytes).digest();
+}
+
+function displayable(ev: StreamEvent): Displayable | null {
+  switch (ev.type) {
+    case 'skeleton-ready':
+      return { type: 'skeleton-ready', blocks: ev.blocks, slots: ev.slots };
+    case 'block-filled':
+      return { type: 'block-filled', block: ev.block };
+    case 'prefix-extended':
+      return { type: 'prefix-extended', length: ev.length, total: ev.total };
+    case 'page-complete':
+      return { type: 'page-complete' };
+    default:
+      return null;
+  }
+}
+
+/** How long a finished session keeps its request ID to repeat its final "complete" report. */
+const TAIL_MS = 3000;
+
+export class StreamSession {
+  readonly assembler: CatpAssembler | RawAssembler;
+  private started = false;
+  private finishedAtMs: number | null = null;
+  frames = 0;
+  firstFrameAtMs: number | null = null;
+
+  constructor(
+    readonly requestId: string,
+    readonly mode: StreamMode,
+    otherPort: number,
+    /** performance.now() and CLOCK_REALTIME ns when the request left, to put frames on the load's clock. */
+    readonly startedAtMs: number,
+    private readonly startedRealtimeNs: bigint,
+    private readonly send: (report: Uint8Array) => void,
+  ) {
+    const options = { sha256, requestId: hexToId(requestId), otherPort };
+    this.assembler = mode === 'catp' ? new CatpAssembler(options) : new RawAssembler(options);
+  }
+
+  /** Feeds one frame; returns the timeline record and the events it produced. */
+  receive(data: Uint8Array, nowMs: number, rxNs: bigint | null): { record: FrameRecord; outcome: StreamOutcome } {
+    if (!this.started) {
+      this.started = true;
+      this.assembler.start(nowMs);
+    }
+    this.frames++;
+    this.firstFrameAtMs ??= nowMs;
+    const r = this.assembler.receive(data, nowMs);
+    const outcome = this.drain(nowMs);
+    const record: FrameRecord = {
+      atMs: nowMs - this.startedAtMs,
+      kernelAtMs: rxNs === null ? null : Number(rxNs - this.startedRealtimeNs) / 1e6,
+      bytes: data.length,
+      seq: r.seq ?? null,
+      kind: data.length > 10 ? (FRAME_KINDS[data[10]!] ?? null) : null,
+      accepted: r.accepted,
+      ...(r.code !== undefined ? { code: r.code } : {}),
+      displayable: outcome.events.map(displayable).filter((d): d is Displayable => d !== null),
+    };
+    return { record, outcome };
+  }
+
+  onTimer(nowMs: number): StreamOutcome {
+    this.assembler.handleTimer(nowMs);
+    return this.drain(nowMs);
+  }
+
+  nextTimerAt(): number | null {
+    if (!this.started) return null;
+    const at = this.assembler.nextTimerAt();
+    if (this.finishedAtMs === null) return at;
+    const tailEnd = this.finishedAtMs + TAIL_MS;
+    return at === null ? null : Math.min(at, tailEnd);
+  }
+
+  /** The page is done and the final reports have gone out (or the tail ran out): the ID can be released. */
+  drained(nowMs: number): boolean {
+    if (this.finishedAtMs === null) return false;
+    return this.assembler.nextTimerAt() === null || nowMs >= this.finishedAtMs + TAIL_MS;
+  }
+
+  private drain(nowMs: number): StreamOutcome {
+    for (let report = this.assembler.nextReport(nowMs); report !== null; report = this.assembler.nextReport(nowMs)) {
+      this.send(report);
+    }
+    const events: StreamEvent[] = [];
+    for (let ev = this.assembler.nextEvent(); ev !== null; ev = this.assembler.nextEvent()) events.push(ev);
+    let done: StreamOutcome['done'] = null;
+    let error: StreamOutcome['error'];
+    for (const ev of events) {
+      if (ev.type === 'page-complete') done = 'complete';
+      else if (ev.type === 'page-corrupt' || ev.type === 'error') {
+        done = 'failed';
+        error = { code: ev.code, message: ev.message };
+      }
+    }
+    if (done !== null && this.finishedAtMs === null) {
+      this.finishedAtMs = nowMs;
+      // the "complete" report is due now: send it before the caller sees the page as done
+      for (let report = this.assembler.nextReport(nowMs); report !== null; report = this.assembler.nextReport(nowMs)) {
+        this.send(report);
+      }
+    }
+    return error ? { events, done, error } : { events, done };
+  }
+}

@@ -1,0 +1,82 @@
+// Streamed requests (RequestInit.streamed): the answer may be a run of non-HTTP datagrams (CATP frames).
+import { serializeResponse } from '../../../protocol/dhttp/http1';
+import { DhttpClient, type ClientAction, type ClientEvent } from '../../../protocol/dhttp/client';
+import { decodeRequest, encodeResponse, hexToId } from '../../../protocol/dhttp/wire';
+
+const SERVER = { address: '127.0.0.1', port: 8080 };
+
+function drain(c: DhttpClient): { actions: ClientAction[]; events: ClientEvent[] } {
+  const actions: ClientAction[] = [];
+  const events: ClientEvent[] = [];
+  for (let a = c.nextAction(); a; a = c.nextAction()) actions.push(a);
+  for (let e = c.nextEvent(); e; e = c.nextEvent()) events.push(e);
+  return { actions, events };
+}
+
+function frame(idHex: string, seq: number): Uint8Array {
+  const f = new Uint8Array(40);
+  f.set(hexToId(idHex), 0);
+  f[8] = 0xca; // not 'H': a stream datagram, whatever follows
+  f[20] = seq;
+  return f;
+}
+
+function client(): DhttpClient {
+  return new DhttpClient({ udpPort: 40000, tcpPort: 40001, initialTimeoutMs: 100 });
+}
+
+test('the first stream datagram stops the resend timer; every one is handed over in order', () => {
+  const c = client();
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+  const sent = drain(c).actions.find((a) => a.type === 'send-datagram');
+  expect(sent).toBeDefined();
+  expect(c.nextTimerAt()).toBe(100);
+  c.receiveDatagram(frame(id, 0), SERVER, 10);
+  c.receiveDatagram(frame(id, 1), SERVER, 11);
+  const { events } = drain(c);
+  expect(events.map((e) => e.type)).toEqual(['stream-datagram', 'stream-datagram']);
+  expect(events.map((e) => (e as { first: boolean }).first)).toEqual([true, false]);
+  expect(c.nextTimerAt()).toBeNull(); // the stream's own repair drives it now
+  c.handleTimer(10_000);
+  expect(drain(c).events.filter((e) => e.type === 'resend')).toHaveLength(0);
+  expect(c.outstanding).toBe(1);
+});
+
+test('sendOnStream goes to the request\'s server; endStream forgets the ID and later frames are dropped', () => {
+  const c = client();
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', streamed: true }, 0);
+  drain(c);
+  c.receiveDatagram(frame(id, 0), SERVER, 1);
+  drain(c);
+  expect(c.sendOnStream(id, new Uint8Array([1, 2, 3]))).toBe(true);
+  expect(drain(c).actions).toEqual([{ type: 'send-datagram', to: { host: '127.0.0.1', port: 8080 }, data: new Uint8Array([1, 2, 3]) }]);
+  expect(c.endStream(id)).toBe(true);
+  expect(drain(c).actions.map((a) => a.type)).toEqual(['forget-id']);
+  expect(c.outstanding).toBe(0);
+  c.receiveDatagram(frame(id, 1), SERVER, 2);
+  expect(drain(c).events.map((e) => e.type)).toEqual(['dropped']);
+  expect(c.sendOnStream(id, new Uint8Array(1))).toBe(false);
+});
+
+test('a streamed request answered with an ordinary HTTP response completes as usual', () => {
+  const c = client();
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/img.png', streamed: true }, 0);
+  const sent = drain(c).actions.find((a) => a.type === 'send-datagram') as Extract<ClientAction, { type: 'send-datagram' }>;
+  const req = decodeRequest(sent.data);
+  const http = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Type', 'image/png']], body: new Uint8Array([9]) });
+  c.receiveDatagram(encodeResponse(req.id, http), SERVER, 5);
+  const { events } = drain(c);
+  expect(events).toHaveLength(1);
+  expect(events[0]).toMatchObject({ type: 'response', requestId: id, channel: 'udp' });
+});
+
+test('a request that did not ask for a stream drops non-HTTP datagrams as malformed', () => {
+  const c = client();
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html' }, 0);
+  drain(c);
+  c.receiveDatagram(frame(id, 0), SERVER, 1);
+  const { events } = drain(c);
+  expect(events.map((e) => e.type)).toEqual(['dropped']);
+  expect(c.nextTimerAt()).toBe(100); // still waiting for a real answer
+  expect(c.endStream(id)).toBe(false);
+});
