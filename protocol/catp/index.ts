@@ -1,4 +1,4 @@
-// Public API of the sans-IO CATP layer. See protocol/catp/README.md.
+// Public API of the sans-IO CATP layer. See protocol/README.md, section CATP.
 export { CatpError, REJECT, CATP_ERR, LocalProtocolError, RemoteProtocolError, ProtocolError, isProtocolError } from './errors';
 export type { CatpRejectCode } from './errors';
 export * from './wire';

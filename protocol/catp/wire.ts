@@ -1,5 +1,5 @@
 /**
- * CATP wire format (see protocol/catp/README.md for the worked example).
+ * CATP wire format (see protocol/README.md, section CATP, for the worked example).
  *
  * Every CATP frame is a DHTTP *response* datagram: the 8-byte request ID first (the native endpoint
  * matches on it), then, where an HTTP/1.1 response would start with 'H' (0x48), the CATP magic 0xCA.

@@ -1,5 +1,5 @@
 /**
- * DHTTP message framing (see protocol/README.md and .ci/notes/CONTRACTS.md).
+ * DHTTP message framing (see protocol/README.md).
  *
  *   Request  = ID(8) | otherPort(2, big-endian) | flags(1; bit 0 = resend, others 0) | HTTP/1.1 request
  *   Response = ID(8) | HTTP/1.1 response
