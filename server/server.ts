@@ -1,6 +1,8 @@
 // Reference DHTTP origin server: one port number for UDP (DHTTP datagrams) and TCP (DHTTP request streams and
 // plain HTTP/1.1). Responses to UDP requests go back over UDP or over a TCP connection the server opens to the
 // client's announced TCP port, as server/channel-choice.ts decides (DHTTP paper III-C).
+// A GET over UDP with `Catp-Mode: catp | inorder` is answered with CATP frames instead (server/catp.ts);
+// CATP loss reports (byte 11 = 0xCA) are routed to their session by (client address, request ID).
 //
 // Every datagram and every TCP byte is treated as hostile: malformed input is dropped and counted by its
 // protocol error code; nothing a peer sends can crash the process or grow memory without bound.
@@ -10,8 +12,10 @@ import { randomBytes } from 'crypto';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
 import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
 import { DhttpRequestStream } from '../protocol/dhttp/stream';
+import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
-import { FileServer, simpleResponse } from './files';
+import { FileServer, resolveTarget, simpleResponse } from './files';
+import { CatpSessions, parseCatpMode, resolveCatpOptions, type CatpCounters, type CatpMode, type CatpOptions } from './catp';
 
 export interface ServerLimits {
   /** Simultaneous client-opened TCP connections. */
@@ -62,9 +66,11 @@ export interface ServerOptions {
   rng?: () => number;
   /** Monotonic clock in ms for counter decay (default: performance.now). */
   now?: () => number;
+  /** CATP over UDP (see server/README.md): rates, session table, on/off. */
+  catp?: CatpOptions;
 }
 
-export interface ServerCounters {
+export interface ServerCounters extends CatpCounters {
   udpDatagrams: number;
   udpRequests: number;
   /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
@@ -167,7 +173,8 @@ interface Outbound {
 class Server implements DhttpServer {
   readonly port: number;
   readonly host: string;
-  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel'>;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | keyof CatpCounters>;
+  private readonly catp: CatpSessions;
   private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
   private readonly inbound = new Set<net.Socket>();
   private udpInFlight = 0;
@@ -182,7 +189,9 @@ class Server implements DhttpServer {
     private readonly tcp: net.Server,
     host: string,
     port: number,
+    catp: CatpOptions | undefined,
   ) {
+    this.catp = new CatpSessions(udp, catp);
     this.host = host;
     this.port = port;
     this.c = {
@@ -229,6 +238,7 @@ class Server implements DhttpServer {
     const channel = this.chooser.counters();
     return {
       ...this.c,
+      ...this.catp.counters(),
       udpMalformed: { ...this.c.udpMalformed },
       tcpMalformed: { ...this.c.tcpMalformed },
       highLossMode: channel.highLossMode,
@@ -241,6 +251,12 @@ class Server implements DhttpServer {
   private onDatagram(msg: Buffer, rinfo: dgram.RemoteInfo): void {
     if (this.closed) return;
     this.c.udpDatagrams++;
+    if (isCatpReport(msg)) {
+      // A CATP loss report (byte 11 = 0xCA, never the first byte of an HTTP method): routed by
+      // (address, ID); its otherPort is not a DHTTP port and is not checked.
+      this.catp.onReport(msg, rinfo.address, idToHex(msg.subarray(0, ID_BYTES)));
+      return;
+    }
     let dreq;
     try {
       dreq = decodeRequest(msg);
@@ -287,11 +303,22 @@ class Server implements DhttpServer {
       return;
     }
 
+    // CATP (Catp-Mode: catp | inorder) applies to GET only; anything else is answered as usual.
+    const mode = req.method === 'GET' && this.catp.enabled ? parseCatpMode(getHeader(req.headers, 'catp-mode')) : null;
+    const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
+    if (catpKey !== null && !this.catp.admit(catpKey)) return; // repeats a running session: its repair covers it
+
     this.udpInFlight++;
     void this.files
       .handle(req)
       .then((res) => {
+        if (catpKey !== null) this.catp.abandon(catpKey);
         if (this.closed) return;
+        if (mode !== null && this.startCatp(mode, req, res, id, idHex, rinfo)) {
+          // The answer goes over UDP: it counts as a fresh UDP answer in the loss ratio, like any other.
+          this.chooser.sentUdp(resend);
+          return;
+        }
         const http = serializeResponse(res, { head: req.method === 'HEAD' });
         const decision = this.chooser.choose(ID_BYTES + http.length, resend);
         const bytes = encodeResponse(id, http);
@@ -302,8 +329,32 @@ class Server implements DhttpServer {
         this.c.internalErrors++;
       })
       .finally(() => {
+        if (catpKey !== null) this.catp.abandon(catpKey);
         this.udpInFlight--;
       });
+  }
+
+  /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
+  private startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo): boolean {
+    if (res.status !== 200) return false;
+    if (mode === 'catp') {
+      const type = (getHeader(res.headers, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
+      if (type !== 'text/html') return false;
+    }
+    const etag = getHeader(res.headers, 'etag');
+    const target = resolveTarget(req.target);
+    // path + size + mtime (the ETag is "size-mtime"); the body length guards against a file that changed.
+    const cacheKey = etag !== null && target.ok ? `${target.segments.join('/')}${target.trailingSlash ? '/' : ''}\0${etag}\0${res.body.length}` : null;
+    return this.catp.start({
+      mode,
+      id,
+      idHex,
+      address: rinfo.address,
+      port: rinfo.port,
+      rateHeader: getHeader(req.headers, 'catp-rate'),
+      cacheKey,
+      body: res.body,
+    });
   }
 
   private sendUdp(bytes: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
@@ -417,6 +468,7 @@ class Server implements DhttpServer {
   close(): Promise<void> {
     if (this.closing) return this.closing;
     this.closed = true;
+    this.catp.close();
     this.closing = new Promise<void>((resolve) => {
       let pending = 2;
       const done = () => {
@@ -657,6 +709,7 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
   for (const [k, v] of Object.entries(opts.limits ?? {}) as [keyof ServerLimits, number | undefined][]) {
     if (v !== undefined) limits[k] = v;
   }
+  resolveCatpOptions(opts.catp); // throws on bad options before anything is bound
   const files = await FileServer.create({ root: opts.root });
   const now = opts.now ?? (() => performance.now());
   const chooser = new ChannelChooser(opts.channel, { now, rng: opts.rng ?? cryptoRng() });
@@ -684,7 +737,7 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
       await closeTcp(tcp);
       continue;
     }
-    return new Server(files, chooser, limits, udp, tcp, host, port);
+    return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp);
   }
   throw lastErr instanceof Error ? lastErr : new Error('could not bind UDP and TCP on the same port');
 }

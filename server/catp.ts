@@ -1,0 +1,554 @@
+// CATP sessions of the reference server (protocol/README.md, section CATP). A DHTTP GET over UDP with
+// `Catp-Mode: catp` (HTML as out-of-order index + data frames) or `Catp-Mode: inorder` (raw bytes cut into
+// datagrams) is answered with frames paced and repaired by a protocol/catp RepairSender per request; the
+// client's loss reports (`ID | otherPort | flags | 0xCA …`) reach the session by (client address, ID).
+//
+// Everything here is bounded: the session table (`maxSessions`), the encoded-page cache (bytes), the list of
+// recently completed requests (so late duplicates of a finished transfer are not served twice), the
+// socket's send queue. One timer drives all sessions: an indexed min-heap keyed by each sender's
+// `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
+import { createHash } from 'crypto';
+import type * as dgram from 'dgram';
+import { encodePage, encodeRaw, RepairSender, type SenderOptions } from '../protocol/catp';
+
+export type CatpMode = 'catp' | 'inorder';
+
+export interface CatpOptions {
+  /** Pacing rate when the request has no Catp-Rate header (bytes/s, default 1,250,000 = 10 Mbit/s). */
+  rateBytesPerSec?: number;
+  /** Catp-Rate is clamped to [1000, this] (default 12,500,000 = 100 Mbit/s; raised to rateBytesPerSec if lower). */
+  maxRateBytesPerSec?: number;
+  /** Simultaneous sessions; a CATP request beyond this gets the normal DHTTP answer (default 256). */
+  maxSessions?: number;
+  /** Answer Catp-Mode requests with frames at all (default true). */
+  enabled?: boolean;
+  /** Bytes of encoded frames kept in the per-file cache (default 64 MiB; 0 disables it). */
+  cacheBytes?: number;
+  /** Completed (address, ID) pairs remembered so late repeats / reports are not mistaken for new ones (default 4096). */
+  completedMemory?: number;
+  /** Datagrams waiting in the UDP socket's send queue beyond which a frame is dropped as lost (default 4096). */
+  maxSendQueue?: number;
+  /** Passed to every RepairSender (rate options above take precedence). */
+  sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec'>;
+}
+
+export const DEFAULT_CATP_OPTIONS = Object.freeze({
+  rateBytesPerSec: 1_250_000,
+  maxRateBytesPerSec: 12_500_000,
+  maxSessions: 256,
+  enabled: true,
+  cacheBytes: 64 * 1024 * 1024,
+  completedMemory: 4096,
+  maxSendQueue: 4096,
+});
+
+export const MIN_CATP_RATE = 1000;
+
+export interface CatpCounters {
+  /** Sessions started. */
+  catpSessions: number;
+  /** Sessions started by mode. */
+  catpModes: Record<CatpMode, number>;
+  /** Sessions running now. */
+  catpActive: number;
+  /** Timers the CATP scheduler has armed (0 or 1: one timer drives every session). */
+  catpTimers: number;
+  /** Sessions ended by the client's `complete` report. */
+  catpCompleted: number;
+  /** Sessions ended by the sender giving up (deadline, idle, resend limit). */
+  catpGaveUp: number;
+  /** CATP requests answered normally because the session table was full. */
+  catpRefused: number;
+  /** Frames the senders released (first sends and resends; those lost to send errors included). */
+  catpFramesSent: number;
+  /** Of those, resends. */
+  catpFramesResent: number;
+  /** Frames dropped because the send failed (EAGAIN, ENOBUFS...) or the send queue was full: lost frames. */
+  catpSendErrors: number;
+  /** Report datagrams routed to a session (accepted or not). */
+  catpReports: number;
+  /** Reports a session refused (malformed, stale, wrong page...), by reason. */
+  catpBadReports: Record<string, number>;
+  /** Reports naming no session (unknown ID, or an ID from another address). */
+  catpUnknownReports: number;
+  /** Reports for a transfer that completed recently (the client's repeated `complete` reports). */
+  catpLateReports: number;
+  /** Requests repeating a running (or just completed) session's (address, ID): ignored. */
+  catpIgnoredRepeats: number;
+  /** Pages that could not be encoded (e.g. CATP_ERR_UNENCODABLE): answered normally. */
+  catpEncodeErrors: number;
+  /** Encoded-page cache hits / misses. */
+  catpCacheHits: number;
+  catpCacheMisses: number;
+}
+
+export function newCatpCounters(): CatpCounters {
+  return {
+    catpSessions: 0,
+    catpModes: { catp: 0, inorder: 0 },
+    catpActive: 0,
+    catpTimers: 0,
+    catpCompleted: 0,
+    catpGaveUp: 0,
+    catpRefused: 0,
+    catpFramesSent: 0,
+    catpFramesResent: 0,
+    catpSendErrors: 0,
+    catpReports: 0,
+    catpBadReports: {},
+    catpUnknownReports: 0,
+    catpLateReports: 0,
+    catpIgnoredRepeats: 0,
+    catpEncodeErrors: 0,
+    catpCacheHits: 0,
+    catpCacheMisses: 0,
+  };
+}
+
+/** The value of a `Catp-Mode` header, or null when absent / not one we serve. */
+export function parseCatpMode(value: string | null): CatpMode | null {
+  if (value === null) return null;
+  const v = value.trim().toLowerCase();
+  return v === 'catp' || v === 'inorder' ? v : null;
+}
+
+/** The rate to pace at: `Catp-Rate` (decimal integer, bytes/s) clamped to [MIN_CATP_RATE, max], else the default. */
+export function pickRate(header: string | null, defaultRate: number, maxRate: number): number {
+  if (header !== null) {
+    const v = header.trim();
+    if (/^[0-9]{1,15}$/.test(v)) return Math.min(maxRate, Math.max(MIN_CATP_RATE, Number(v)));
+  }
+  return defaultRate;
+}
+
+const sha256 = (bytes: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(bytes).digest());
+
+/** What a session needs of an encoded page (the skeleton is not kept: it would pin the parsed tree). */
+interface Encoded {
+  frames: Uint8Array[];
+  indexFrames: number;
+  bytes: number;
+}
+
+type CacheEntry = Encoded | { failed: string; bytes: number };
+
+/** LRU of encoded pages, bounded by frame bytes. Failed encodings are remembered too (cheaply). */
+export class EncodedPageCache {
+  private readonly map = new Map<string, CacheEntry>();
+  private size = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get bytes(): number {
+    return this.size;
+  }
+
+  get entries(): number {
+    return this.map.size;
+  }
+
+  get(key: string): CacheEntry | undefined {
+    const e = this.map.get(key);
+    if (e !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, e);
+    }
+    return e;
+  }
+
+  set(key: string, e: CacheEntry): void {
+    const old = this.map.get(key);
+    if (old !== undefined) {
+      this.map.delete(key);
+      this.size -= old.bytes;
+    }
+    if (e.bytes > this.maxBytes) return;
+    this.map.set(key, e);
+    this.size += e.bytes;
+    for (const [k, v] of this.map) {
+      if (this.size <= this.maxBytes) break;
+      this.map.delete(k);
+      this.size -= v.bytes;
+    }
+  }
+}
+
+/** Encode a body for a mode. Throws what the encoder throws (CATP_ERR_UNENCODABLE...). */
+export function encodeForMode(mode: CatpMode, body: Uint8Array): Encoded {
+  let frames: Uint8Array[];
+  let indexFrames: number;
+  if (mode === 'catp') {
+    const p = encodePage(body, { sha256 });
+    frames = p.frames;
+    indexFrames = p.indexFrames;
+  } else {
+    frames = encodeRaw(body, { sha256 }).frames;
+    indexFrames = 0;
+  }
+  let bytes = 0;
+  for (const f of frames) bytes += f.length + 64; // + rough per-array overhead
+  return { frames, indexFrames, bytes };
+}
+
+interface Session {
+  key: string;
+  mode: CatpMode;
+  sender: RepairSender;
+  address: string;
+  port: number;
+  /** Deadline for the scheduler (ms, performance.now clock), and the session's heap position (-1 = none). */
+  at: number;
+  heapIndex: number;
+}
+
+/** Indexed binary min-heap of sessions by `at`. */
+class SessionHeap {
+  private readonly a: Session[] = [];
+
+  get size(): number {
+    return this.a.length;
+  }
+
+  peek(): Session | undefined {
+    return this.a[0];
+  }
+
+  /** Insert or move `s` to its current `at`. */
+  update(s: Session): void {
+    if (s.heapIndex < 0) {
+      s.heapIndex = this.a.length;
+      this.a.push(s);
+    }
+    this.up(s.heapIndex);
+    this.down(s.heapIndex);
+  }
+
+  remove(s: Session): void {
+    const i = s.heapIndex;
+    if (i < 0) return;
+    const last = this.a.pop() as Session;
+    s.heapIndex = -1;
+    if (last !== s) {
+      this.a[i] = last;
+      last.heapIndex = i;
+      this.up(i);
+      this.down(last.heapIndex);
+    }
+  }
+
+  clear(): void {
+    for (const s of this.a) s.heapIndex = -1;
+    this.a.length = 0;
+  }
+
+  private swap(i: number, j: number): void {
+    const t = this.a[i];
+    this.a[i] = this.a[j];
+    this.a[j] = t;
+    this.a[i].heapIndex = i;
+    this.a[j].heapIndex = j;
+  }
+
+  private up(i: number): void {
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (this.a[p].at <= this.a[i].at) break;
+      this.swap(i, p);
+      i = p;
+    }
+  }
+
+  private down(i: number): void {
+    const n = this.a.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < n && this.a[l].at < this.a[m].at) m = l;
+      if (r < n && this.a[r].at < this.a[m].at) m = r;
+      if (m === i) break;
+      this.swap(i, m);
+      i = m;
+    }
+  }
+}
+
+/** A bounded set of strings with FIFO eviction. */
+class RecentSet {
+  private readonly set = new Set<string>();
+  constructor(private readonly cap: number) {}
+  add(k: string): void {
+    if (this.cap <= 0) return;
+    this.set.delete(k);
+    this.set.add(k);
+    while (this.set.size > this.cap) this.set.delete(this.set.values().next().value as string);
+  }
+  has(k: string): boolean {
+    return this.set.has(k);
+  }
+}
+
+export interface StartRequest {
+  mode: CatpMode;
+  /** Request ID (8 bytes) — stamped into every frame. */
+  id: Uint8Array;
+  idHex: string;
+  address: string;
+  port: number;
+  /** Catp-Rate header value, or null. */
+  rateHeader: string | null;
+  /** Cache key for the body (path + size + mtime); null = do not cache. */
+  cacheKey: string | null;
+  body: Uint8Array;
+}
+
+type ResolvedCatpOptions = Required<Omit<CatpOptions, 'sender'>> & { sender: CatpOptions['sender'] };
+
+export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOptions {
+  const d = DEFAULT_CATP_OPTIONS;
+  const pos = (v: number | undefined, dflt: number, name: string, min = 0): number => {
+    if (v === undefined) return dflt;
+    if (!(typeof v === 'number' && Number.isFinite(v) && v >= min)) throw new RangeError(`catp.${name} must be a number >= ${min}`);
+    return v;
+  };
+  const rate = pos(o?.rateBytesPerSec, d.rateBytesPerSec, 'rateBytesPerSec', MIN_CATP_RATE);
+  const maxRate = Math.max(rate, pos(o?.maxRateBytesPerSec, d.maxRateBytesPerSec, 'maxRateBytesPerSec', MIN_CATP_RATE));
+  return {
+    rateBytesPerSec: rate,
+    maxRateBytesPerSec: maxRate,
+    maxSessions: Math.floor(pos(o?.maxSessions, d.maxSessions, 'maxSessions')),
+    enabled: o?.enabled ?? d.enabled,
+    cacheBytes: pos(o?.cacheBytes, d.cacheBytes, 'cacheBytes'),
+    completedMemory: Math.floor(pos(o?.completedMemory, d.completedMemory, 'completedMemory')),
+    maxSendQueue: Math.floor(pos(o?.maxSendQueue, d.maxSendQueue, 'maxSendQueue', 1)),
+    sender: o?.sender,
+  };
+}
+
+/** All CATP sessions of one server: start, route reports, drive the senders with one timer, stop. */
+export class CatpSessions {
+  readonly opts: ResolvedCatpOptions;
+  private readonly c = newCatpCounters();
+  private readonly sessions = new Map<string, Session>();
+  /** Keys whose file is being read: a repeat arriving meanwhile is ignored too. */
+  private readonly pending = new Set<string>();
+  private readonly completed: RecentSet;
+  private readonly cache: EncodedPageCache;
+  private readonly heap = new SessionHeap();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+  private closed = false;
+
+  constructor(
+    private readonly udp: dgram.Socket,
+    opts: CatpOptions | undefined,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.opts = resolveCatpOptions(opts);
+    this.completed = new RecentSet(this.opts.completedMemory);
+    this.cache = new EncodedPageCache(this.opts.cacheBytes);
+  }
+
+  static key(address: string, idHex: string): string {
+    return `${address}|${idHex}`;
+  }
+
+  get enabled(): boolean {
+    return this.opts.enabled && !this.closed;
+  }
+
+  counters(): CatpCounters {
+    return { ...this.c, catpModes: { ...this.c.catpModes }, catpBadReports: { ...this.c.catpBadReports }, catpActive: this.sessions.size, catpTimers: this.timer === null ? 0 : 1 };
+  }
+
+  /** Cache occupancy (for tests and diagnostics). */
+  cacheStats(): { entries: number; bytes: number } {
+    return { entries: this.cache.entries, bytes: this.cache.bytes };
+  }
+
+  /**
+   * A CATP request arrived for `key`. Returns false (and counts) when it repeats a running, pending or
+   * just-completed transfer; otherwise marks it pending until `start` or `abandon`.
+   */
+  admit(key: string): boolean {
+    if (this.sessions.has(key) || this.pending.has(key) || this.completed.has(key)) {
+      this.c.catpIgnoredRepeats++;
+      return false;
+    }
+    this.pending.add(key);
+    return true;
+  }
+
+  /** The pending request will get a normal answer (not eligible, or not started). */
+  abandon(key: string): void {
+    this.pending.delete(key);
+  }
+
+  /** Start a session; false (counted) when the table is full or the page cannot be encoded → answer normally. */
+  start(req: StartRequest): boolean {
+    const key = CatpSessions.key(req.address, req.idHex);
+    this.pending.delete(key);
+    if (!this.enabled) return false;
+    if (this.sessions.size >= this.opts.maxSessions) {
+      this.c.catpRefused++;
+      return false;
+    }
+    const enc = this.encoded(req);
+    if (enc === null) return false;
+    let sender: RepairSender;
+    try {
+      sender = new RepairSender(enc.frames, enc.indexFrames, {
+        ...(this.opts.sender ?? {}),
+        requestId: req.id,
+        rateBytesPerSec: pickRate(req.rateHeader, this.opts.rateBytesPerSec, this.opts.maxRateBytesPerSec),
+      });
+    } catch {
+      this.c.catpEncodeErrors++;
+      return false;
+    }
+    const s: Session = { key, mode: req.mode, sender, address: req.address, port: req.port, at: 0, heapIndex: -1 };
+    this.sessions.set(key, s);
+    this.c.catpSessions++;
+    this.c.catpModes[req.mode]++;
+    this.service(s, this.now());
+    this.arm();
+    return true;
+  }
+
+  private encoded(req: StartRequest): Encoded | null {
+    const key = req.cacheKey === null ? null : `${req.mode}\0${req.cacheKey}`;
+    let e = key === null ? undefined : this.cache.get(key);
+    if (e !== undefined) this.c.catpCacheHits++;
+    else {
+      this.c.catpCacheMisses++;
+      try {
+        e = encodeForMode(req.mode, req.body);
+      } catch (err) {
+        const code = err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
+        e = { failed: code, bytes: 128 };
+      }
+      if (key !== null) this.cache.set(key, e);
+    }
+    if ('failed' in e) {
+      this.c.catpEncodeErrors++;
+      return null;
+    }
+    return e;
+  }
+
+  /** A datagram whose byte 11 is the CATP magic: a report. Never throws. */
+  onReport(bytes: Uint8Array, address: string, idHex: string): void {
+    const key = CatpSessions.key(address, idHex);
+    const s = this.sessions.get(key);
+    if (s === undefined) {
+      if (this.completed.has(key)) this.c.catpLateReports++;
+      else this.c.catpUnknownReports++;
+      return;
+    }
+    this.c.catpReports++;
+    const now = this.now();
+    const r = s.sender.receiveReport(bytes, now);
+    if (!r.accepted) {
+      const code = r.code ?? 'UNKNOWN';
+      this.c.catpBadReports[code] = (this.c.catpBadReports[code] ?? 0) + 1;
+    }
+    this.service(s, now);
+    this.arm();
+  }
+
+  /** Send what the sender lets go now, end it if finished, else (re)schedule it. */
+  private service(s: Session, now: number): void {
+    const sender = s.sender;
+    sender.handleTimer(now);
+    const resentBefore = sender.stats.resent;
+    for (let d = sender.nextDatagram(now); d !== null; d = sender.nextDatagram(now)) this.send(d, s);
+    this.c.catpFramesResent += sender.stats.resent - resentBefore;
+    const at = sender.nextTimerAt();
+    if (sender.finished || at === null) {
+      this.end(s);
+      return;
+    }
+    s.at = at;
+    this.heap.update(s);
+  }
+
+  private send(d: Uint8Array, s: Session): void {
+    this.c.catpFramesSent++;
+    if (this.udp.getSendQueueCount() >= this.opts.maxSendQueue) {
+      this.c.catpSendErrors++; // the kernel is not keeping up: a lost frame, repaired like any other
+      return;
+    }
+    try {
+      this.udp.send(d, s.port, s.address, (err) => {
+        if (err) this.c.catpSendErrors++;
+      });
+    } catch {
+      this.c.catpSendErrors++; // socket closed under us, or an address the kernel refuses
+    }
+  }
+
+  private end(s: Session): void {
+    if (this.sessions.get(s.key) !== s) return;
+    this.sessions.delete(s.key);
+    this.heap.remove(s);
+    if (s.sender.done) {
+      this.c.catpCompleted++;
+      this.completed.add(s.key);
+    } else {
+      this.c.catpGaveUp++;
+    }
+  }
+
+  /** Keep one timer armed for the earliest session deadline. */
+  private arm(): void {
+    if (this.closed) return;
+    const top = this.heap.peek();
+    if (top === undefined) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer !== null && this.timerAt <= top.at) return; // fires early enough; it re-arms
+    if (this.timer !== null) clearTimeout(this.timer);
+    const delay = Math.max(0, Math.ceil(top.at - this.now()));
+    this.timerAt = top.at;
+    this.timer = setTimeout(() => this.onTimer(), delay);
+    this.timer.unref(); // the server's sockets keep the process alive
+  }
+
+  private onTimer(): void {
+    this.timer = null;
+    this.timerAt = Infinity;
+    if (this.closed) return;
+    const now = this.now();
+    // Take every due session first, then serve each once: a sender that is due again at once waits for
+    // the next wake-up instead of spinning here.
+    const due: Session[] = [];
+    for (let top = this.heap.peek(); top !== undefined && top.at <= now; top = this.heap.peek()) {
+      this.heap.remove(top);
+      due.push(top);
+    }
+    for (const s of due) {
+      try {
+        this.service(s, now);
+      } catch {
+        // Never expected (the sender does not throw): drop the session rather than the server.
+        this.sessions.delete(s.key);
+        this.heap.remove(s);
+        this.c.catpGaveUp++;
+      }
+    }
+    this.arm();
+  }
+
+  /** Stop every session and the timer (the server is closing). */
+  close(): void {
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.heap.clear();
+    this.sessions.clear();
+    this.pending.clear();
+  }
+}

@@ -1,0 +1,152 @@
+// CATP end to end: the reference server streams a page as frames over real UDP sockets, a relay drops 20% of
+// the datagrams in both directions, and the client rebuilds exactly the tree an HTML parser builds.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { parse, serialize } from 'parse5';
+
+import { DhttpHost, type FrameRecord, type StreamEvent } from '../../app';
+import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
+import { startServer, type DhttpServer } from '../../server';
+import { startUdpRelay, type UdpRelay } from '../helpers/udp-relay';
+
+const DEMO = join(__dirname, '..', '..', 'demo', 'site');
+const CORPUS = process.env.CATP_CORPUS ?? join(__dirname, '..', '..', '..', 'shared', 'corpus');
+const CORPUS_PAGES = ['wikipedia.html', 'nytimes-1.html', 'bbc-1.html'].map((p) => join(CORPUS, 'real-pages', p)).filter(existsSync);
+
+function seeded(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+let root: string;
+let server: DhttpServer;
+let relay: UdpRelay;
+let host: DhttpHost;
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'catp-e2e-catp-'));
+  for (const f of ['index.html', 'article.html', 'table.html', 'style.css']) writeFileSync(join(root, f), readFileSync(join(DEMO, f)));
+  CORPUS_PAGES.forEach((p, i) => writeFileSync(join(root, `corpus-${i}.html`), readFileSync(p)));
+  server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 2_000_000 } });
+  const rand = seeded(20);
+  relay = await startUdpRelay(server.port, {
+    toServer: () => (rand() < 0.2 ? 'drop' : 'pass'),
+    toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),
+  });
+});
+
+beforeEach(() => {
+  // Under 20% loss each way a first request and its resend both go unanswered ~13% of the time, which would
+  // (rightly) send a new client to plain HTTP; these tests are about CATP, so the fall-back waits longer.
+  host = new DhttpHost({ client: { initialTimeoutMs: 300, fallbackAfterResends: 8, maxResends: 8 } });
+});
+afterEach(() => host.close());
+
+afterAll(async () => {
+  await relay.close();
+  await server.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+async function loadCatp(path: string) {
+  const tree = parse5TreeBuilder();
+  const records: FrameRecord[] = [];
+  const result = await host.load(`dhttp://127.0.0.1:${relay.port}/${path}`, {
+    mode: 'catp',
+    onFrame: (record: FrameRecord, events: StreamEvent[]) => {
+      records.push(record);
+      for (const ev of events) tree.apply(ev as CatpEvent);
+    },
+  });
+  return { tree, records, result };
+}
+
+const pages = () => ['index.html', 'article.html', 'table.html', ...CORPUS_PAGES.map((_, i) => `corpus-${i}.html`)];
+
+test('every page completes under 20% datagram loss and equals parse5\'s tree of the original', async () => {
+  const dropsBefore = relay.counts.dropped;
+  for (const page of pages()) {
+    const { tree, records, result } = await loadCatp(page);
+    expect(result.kind).toBe('stream');
+    const expected = serialize(parse(readFileSync(join(root, page), 'utf8')));
+    expect(tree.root).not.toBeNull();
+    expect(serialize(tree.root!)).toBe(expected);
+    // the timeline: every frame has a record, and what became displayable ends with the complete page
+    expect(records.length).toBe(result.kind === 'stream' ? result.frames : -1);
+    expect(records.some((r) => r.displayable.some((d) => d.type === 'skeleton-ready'))).toBe(true);
+    expect(records.at(-1)?.displayable.map((d) => d.type)).toContain('page-complete');
+    expect(records.every((r) => r.kernelAtMs === null || r.kernelAtMs >= 0)).toBe(true);
+  }
+  expect(relay.counts.dropped - dropsBefore).toBeGreaterThan(10); // the loss was real
+  // every session ended on the server after the client's "complete" report
+  const c = server.counters();
+  expect(c.catpCompleted).toBeGreaterThanOrEqual(pages().length - 1);
+}, 120_000);
+
+test('in-order mode rebuilds the exact bytes under the same loss', async () => {
+  const chunks: Uint8Array[] = [];
+  let prefix = 0;
+  const result = await host.load(`dhttp://127.0.0.1:${relay.port}/article.html`, {
+    mode: 'inorder',
+    onFrame: (_record, events) => {
+      for (const ev of events) {
+        if (ev.type === 'prefix-extended') {
+          expect(ev.offset).toBe(prefix); // only ever the next contiguous bytes
+          prefix = ev.length;
+          chunks.push(ev.bytes);
+        }
+      }
+    },
+  });
+  expect(result.kind).toBe('stream');
+  expect(Buffer.concat(chunks).equals(readFileSync(join(root, 'article.html')))).toBe(true);
+}, 60_000);
+
+test('a URL the server does not stream (not HTML) comes back as an ordinary answer', async () => {
+  const result = await host.load(`dhttp://127.0.0.1:${server.port}/style.css`, { mode: 'catp' });
+  expect(result.kind).toBe('response');
+  if (result.kind === 'response') {
+    expect(Buffer.from(result.result.response.body).equals(readFileSync(join(root, 'style.css')))).toBe(true);
+  }
+  const missing = await host.load(`dhttp://127.0.0.1:${server.port}/nope.html`, { mode: 'catp' });
+  expect(missing.kind === 'response' && missing.result.response.status).toBe(404);
+});
+
+test('catp get --catp --timeline writes parse5\'s serialization and one JSON line per frame', async () => {
+  const out = join(root, 'out.html');
+  const timeline = join(root, 'timeline.jsonl');
+  const cli = join(__dirname, '..', '..', 'bin', 'catp.js');
+  // A relay of its own that lets the request through (the CLI is a new client: see beforeEach) and then
+  // drops 20% of everything. The CLI runs as a child process while this process relays (no spawnSync).
+  const rand = seeded(7);
+  const own = await startUdpRelay(server.port, {
+    toServer: (_d, i) => (i > 0 && rand() < 0.2 ? 'drop' : 'pass'),
+    toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),
+  });
+  const child = spawn(process.execPath, [cli, 'get', '--catp', '-v', '--timeline', timeline, '-o', out,
+    `dhttp://127.0.0.1:${own.port}/article.html`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const status = await new Promise<number | null>((ok) => child.on('close', ok));
+  await own.close();
+  expect(stderr).toMatch(/CATP page complete and verified/);
+  expect(status).toBe(0);
+  expect(own.counts.dropped).toBeGreaterThan(0);
+  expect(readFileSync(out, 'utf8')).toBe(serialize(parse(readFileSync(join(root, 'article.html'), 'utf8'))));
+  const lines = readFileSync(timeline, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as FrameRecord);
+  expect(lines.length).toBeGreaterThan(5);
+  for (const l of lines) {
+    expect(typeof l.atMs).toBe('number');
+    expect(Array.isArray(l.displayable)).toBe(true);
+  }
+  expect(lines.filter((l) => l.displayable.some((d) => d.type === 'block-filled')).length).toBeGreaterThan(0);
+}, 60_000);

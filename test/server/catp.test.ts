@@ -1,0 +1,597 @@
+// CATP through the reference server over real loopback sockets. The client is Node's dgram plus the sans-IO
+// protocol/catp assemblers: it drops a seeded 20% of the frames it receives and sends the assembler's loss
+// reports, so the server's sessions must repair them.
+import * as crypto from 'crypto';
+import * as dgram from 'dgram';
+import { existsSync, readFileSync } from 'fs';
+import { promises as fsp } from 'fs';
+import * as net from 'net';
+import * as os from 'os';
+import * as path from 'path';
+import * as parse5 from 'parse5';
+import { seededRng } from '../../server/channel-choice';
+import { startServer, type DhttpServer, type ServerCounters } from '../../server';
+import {
+  decodeResponseDatagram,
+  encodeRequest,
+  idToHex,
+  newRequestId,
+  parseResponseDatagram,
+  serializeRequest,
+  type HttpResponse,
+} from '../../protocol/dhttp';
+import { DhttpResponseStream } from '../../protocol/dhttp/stream';
+import { CatpAssembler, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
+
+jest.setTimeout(30_000);
+
+const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
+const newId = () => newRequestId((n) => crypto.randomBytes(n));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+// ------------------------------------------------------------------ fixtures
+
+const CORPUS = process.env.CATP_CORPUS ?? path.resolve(__dirname, '../../../shared/corpus');
+const REAL = path.join(CORPUS, 'real-pages');
+/** Different sizes: ~10 KB, ~48 KB, ~180 KB. */
+const REAL_PICKS = ['daringfireball-1.html', 'medium-2.html', 'wordpress.html'];
+
+function generatedPage(seed: number, paragraphs: number): string {
+  const rng = seededRng(seed);
+  const words = ['alpha', 'beta', 'gamma', 'delta', 'čeština', 'ünïcödé', '日本語', '🙂', '&amp;', 'x'];
+  const para = () => Array.from({ length: 40 }, () => words[Math.floor(rng() * words.length)]).join(' ');
+  const body = Array.from({ length: paragraphs }, (_, i) => `<p id=p${i}>${para()}</p>\n<!-- c${i} --><div class="d"><span>${para()}</span></div>`).join('\n');
+  return `<!DOCTYPE html><html><head><title>generated ${seed}</title><style>p{color:red}</style></head><body>${body}<script>var x = 1;</script></body></html>`;
+}
+
+let tmp: string;
+let root: string;
+const pages: { name: string; bytes: Buffer }[] = [];
+const binary = crypto.randomBytes(40 * 1024);
+let page10k: Buffer;
+
+beforeAll(async () => {
+  tmp = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'catp-server-catp-')));
+  root = path.join(tmp, 'www');
+  await fsp.mkdir(root, { recursive: true });
+  const real = REAL_PICKS.filter((n) => existsSync(path.join(REAL, n)));
+  if (real.length === REAL_PICKS.length) {
+    for (const n of real) pages.push({ name: n, bytes: readFileSync(path.join(REAL, n)) });
+  } else {
+    for (const [i, n] of [4, 20, 80].entries()) pages.push({ name: `gen-${i}.html`, bytes: Buffer.from(generatedPage(i + 1, n)) });
+  }
+  for (const p of pages) await fsp.writeFile(path.join(root, p.name), p.bytes);
+  page10k = Buffer.from(generatedPage(99, 40)).subarray(0, 10_000);
+  expect(page10k.length).toBe(10_000);
+  await fsp.writeFile(path.join(root, 'page10k.html'), page10k);
+  await fsp.writeFile(path.join(root, 'small.html'), '<!doctype html><title>s</title><p>small page</p>');
+  await fsp.writeFile(path.join(root, 'note.txt'), 'plain text, not HTML');
+  await fsp.writeFile(path.join(root, 'data.bin'), binary);
+  await fsp.writeFile(path.join(root, 'deep.html'), '<div>'.repeat(3000));
+});
+
+afterAll(async () => {
+  await fsp.rm(tmp, { recursive: true, force: true });
+});
+
+// ------------------------------------------------------------------ a CATP client made of dgram + assemblers
+
+interface FetchOptions {
+  mode?: string;
+  rate?: number;
+  loss?: number;
+  seed?: number;
+  method?: string;
+  id?: Uint8Array;
+  resend?: boolean;
+  /** Resolve as soon as the request is sent (the transfer continues in the background). */
+  noWait?: boolean;
+}
+
+interface FetchResult {
+  id: Uint8Array;
+  /** CATP: parse5 serialization of the assembled tree. */
+  html?: string;
+  /** In-order: the page bytes. */
+  bytes?: Buffer;
+  elapsedMs: number;
+  framesReceived: number;
+  framesDropped: number;
+  reportsSent: number;
+}
+
+class CatpClient {
+  readonly udp: dgram.Socket;
+  /** Datagrams that are not CATP frames (normal DHTTP responses). */
+  readonly responses: Buffer[] = [];
+  private onFrame: ((msg: Buffer) => void) | null = null;
+  framesSeen = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    readonly server: DhttpServer,
+    readonly host = '127.0.0.1',
+  ) {
+    this.udp = dgram.createSocket('udp4');
+    this.udp.on('message', (msg) => {
+      if (isCatpFrame(msg)) {
+        this.framesSeen++;
+        this.onFrame?.(msg);
+      } else this.responses.push(msg);
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((r) => this.udp.bind(0, this.host, () => r()));
+    return this;
+  }
+
+  get port(): number {
+    return this.udp.address().port;
+  }
+
+  send(bytes: Uint8Array): Promise<void> {
+    return new Promise((resolve, reject) => this.udp.send(bytes, this.server.port, '127.0.0.1', (e) => (e ? reject(e) : resolve())));
+  }
+
+  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean } = {}): Promise<Uint8Array> {
+    const id = opts.id ?? newId();
+    const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers], body: new Uint8Array(0) });
+    return this.send(encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http })).then(() => id);
+  }
+
+  async normalResponse(id: Uint8Array, method = 'GET'): Promise<HttpResponse> {
+    const hex = idToHex(id);
+    let found: Buffer | undefined;
+    await waitFor(() => (found = this.responses.find((d) => d.length >= 8 && idToHex(d.subarray(0, 8)) === hex)) !== undefined, `response ${hex}`);
+    return parseResponseDatagram(decodeResponseDatagram(found as Buffer).http, { method });
+  }
+
+  /**
+   * Fetch `target` with Catp-Mode; rebuild it while dropping `loss` of the frames. Resolves once the page is
+   * complete and the server has counted the session completed (the client's `complete` report arrived), so
+   * no session outlives the test that started it.
+   */
+  fetch(target: string, opts: FetchOptions = {}): Promise<FetchResult> {
+    const mode = opts.mode ?? 'catp';
+    const rng = seededRng(opts.seed ?? 1);
+    const loss = opts.loss ?? 0;
+    const id = opts.id ?? newId();
+    const asm = mode === 'inorder' ? new RawAssembler({ sha256, requestId: id, otherPort: this.port }) : new CatpAssembler({ sha256, requestId: id, otherPort: this.port });
+    const builder = parse5TreeBuilder();
+    const parts: Buffer[] = [];
+    let received = 0;
+    let dropped = 0;
+    const t0 = performance.now();
+    const completedBefore = this.server.counters().catpCompleted;
+    const settled = (r: FetchResult): Promise<FetchResult> =>
+      waitFor(() => this.server.counters().catpCompleted > completedBefore, 'the server to count the session completed').then(() => r);
+    return new Promise<FetchResult>((resolve, reject) => {
+      let finished = false;
+      const finish = (err: Error | null, r?: FetchResult) => {
+        if (finished) return;
+        finished = true;
+        if (err) {
+          this.onFrame = null;
+          if (this.timer) clearTimeout(this.timer);
+          reject(err);
+        } else settled(r as FetchResult).then(resolve, reject);
+        // keep pumping (complete reports) until the socket closes
+      };
+      const pump = () => {
+        const now = performance.now();
+        asm.handleTimer(now);
+        for (let rep = asm.nextReport(now); rep !== null; rep = asm.nextReport(now)) void this.send(rep).catch(() => undefined);
+        for (let ev = asm.nextEvent(); ev !== null; ev = asm.nextEvent()) {
+          if (ev.type === 'prefix-extended') parts.push(Buffer.from(ev.bytes));
+          else if (ev.type === 'skeleton-ready' || ev.type === 'block-filled') builder.apply(ev);
+          else if (ev.type === 'page-complete') {
+            const elapsedMs = performance.now() - t0;
+            const base = { id, elapsedMs, framesReceived: received, framesDropped: dropped, reportsSent: asm.receiver.reportsSent };
+            if (mode === 'inorder') finish(null, { ...base, bytes: Buffer.concat(parts) });
+            else finish(null, { ...base, html: parse5.serialize(builder.root as parse5.DefaultTreeAdapterMap['document']) });
+          } else finish(new Error(`${ev.type}: ${ev.code} ${ev.message}`));
+        }
+        if (this.timer) clearTimeout(this.timer);
+        this.timer = null;
+        const at = asm.nextTimerAt();
+        if (at !== null) this.timer = setTimeout(pump, Math.max(0, at - performance.now()));
+      };
+      this.onFrame = (msg) => {
+        if (loss > 0 && rng() < loss) {
+          dropped++;
+          return;
+        }
+        received++;
+        asm.receive(msg, performance.now());
+        pump();
+      };
+      const headers: [string, string][] = [['Catp-Mode', mode]];
+      if (opts.rate !== undefined) headers.push(['Catp-Rate', String(opts.rate)]);
+      this.request(target, headers, { id, method: opts.method, resend: opts.resend })
+        .then(() => {
+          asm.start(performance.now());
+          pump();
+          if (opts.noWait) resolve({ id, elapsedMs: 0, framesReceived: 0, framesDropped: 0, reportsSent: 0 });
+        })
+        .catch((e: Error) => finish(e));
+    });
+  }
+
+  close(): void {
+    this.onFrame = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.udp.close();
+  }
+}
+
+const expectedTree = (bytes: Uint8Array): string => parse5.serialize(parse5.parse(new TextDecoder('utf-8').decode(bytes)));
+
+function delta(after: ServerCounters, before: ServerCounters, k: keyof ServerCounters): number {
+  return (after[k] as number) - (before[k] as number);
+}
+
+// ------------------------------------------------------------------ tests
+
+describe('CATP sessions', () => {
+  let server: DhttpServer;
+
+  beforeAll(async () => {
+    server = await startServer({ root, rng: seededRng(7) });
+  });
+
+  afterAll(async () => {
+    await server.close();
+  });
+
+  test('real pages under 20% frame loss are rebuilt exactly and the sessions complete', async () => {
+    expect(pages.length).toBeGreaterThanOrEqual(3);
+    for (const [i, p] of pages.entries()) {
+      const before = server.counters();
+      const client = await new CatpClient(server).start();
+      try {
+        const r = await client.fetch(`/${p.name}`, { loss: 0.2, seed: 100 + i });
+        expect(r.html).toBe(expectedTree(p.bytes));
+        await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, `session for ${p.name} to complete`);
+        const c = server.counters();
+        expect(delta(c, before, 'catpSessions')).toBe(1);
+        expect(c.catpModes.catp - before.catpModes.catp).toBe(1);
+        expect(delta(c, before, 'catpReports')).toBeGreaterThan(0);
+        if (r.framesDropped > 0) expect(delta(c, before, 'catpFramesResent')).toBeGreaterThan(0);
+        expect(c.catpActive).toBe(0);
+        expect(client.responses).toHaveLength(0); // frames only, no HTTP response
+      } finally {
+        client.close();
+      }
+    }
+    const c = server.counters();
+    expect(c.catpGaveUp).toBe(0);
+    expect(c.catpTimers).toBe(0); // nothing left to drive
+  });
+
+  test('a repeated load is served from the encoded-page cache', async () => {
+    const before = server.counters();
+    const client = await new CatpClient(server).start();
+    try {
+      const r = await client.fetch(`/${pages[0].name}`);
+      expect(r.html).toBe(expectedTree(pages[0].bytes));
+    } finally {
+      client.close();
+    }
+    const c = server.counters();
+    expect(delta(c, before, 'catpCacheHits')).toBe(1);
+    expect(delta(c, before, 'catpCacheMisses')).toBe(0);
+  });
+
+  test('Catp-Mode: inorder rebuilds the exact bytes under 20% loss (HTML and binary)', async () => {
+    for (const [target, bytes] of [
+      [`/${pages[1].name}`, pages[1].bytes],
+      ['/data.bin', binary],
+    ] as const) {
+      const before = server.counters();
+      const client = await new CatpClient(server).start();
+      try {
+        const r = await client.fetch(target, { mode: 'inorder', loss: 0.2, seed: 7 });
+        expect(r.framesDropped).toBeGreaterThan(0);
+        expect((r.bytes as Buffer).equals(bytes)).toBe(true);
+        await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, 'inorder session to complete');
+        expect(server.counters().catpModes.inorder - before.catpModes.inorder).toBe(1);
+      } finally {
+        client.close();
+      }
+    }
+  });
+
+  test('Catp-Rate is honoured: 10 KB at 20,000 B/s takes at least ~0.4 s', async () => {
+    const client = await new CatpClient(server).start();
+    try {
+      const r = await client.fetch('/page10k.html', { rate: 20_000 });
+      expect(r.html).toBe(expectedTree(page10k));
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(350);
+    } finally {
+      client.close();
+    }
+  });
+
+  test('404, non-HTML in catp mode, HEAD, a POST: normal DHTTP answers, no session', async () => {
+    const before = server.counters();
+    const client = await new CatpClient(server).start();
+    try {
+      const cm: [string, string][] = [['Catp-Mode', 'catp']];
+      const r404 = await client.normalResponse(await client.request('/missing.html', cm));
+      expect(r404.status).toBe(404);
+      const rTxt = await client.normalResponse(await client.request('/note.txt', cm));
+      expect(rTxt.status).toBe(200);
+      expect(Buffer.from(rTxt.body).toString()).toBe('plain text, not HTML');
+      const rHead = await client.normalResponse(await client.request('/small.html', cm, { method: 'HEAD' }), 'HEAD');
+      expect(rHead.status).toBe(200);
+      expect(rHead.body.length).toBe(0);
+      const rHeadRaw = await client.normalResponse(await client.request('/small.html', [['Catp-Mode', 'inorder']], { method: 'HEAD' }), 'HEAD');
+      expect(rHeadRaw.status).toBe(200);
+      const rPost = await client.normalResponse(await client.request('/small.html', cm, { method: 'POST' }));
+      expect(rPost.status).toBe(421);
+      const rUnknown = await client.normalResponse(await client.request('/small.html', [['Catp-Mode', 'bogus']]));
+      expect(rUnknown.status).toBe(200);
+      expect(client.framesSeen).toBe(0);
+    } finally {
+      client.close();
+    }
+    expect(delta(server.counters(), before, 'catpSessions')).toBe(0);
+  });
+
+  test('a page CATP cannot encode gets the normal answer, counted (and the failure is cached)', async () => {
+    const before = server.counters();
+    const client = await new CatpClient(server).start();
+    try {
+      for (let i = 0; i < 2; i++) await client.request('/deep.html', [['Catp-Mode', 'catp']]);
+      // 15 KB: the normal answer goes over TCP to the announced port (nobody listens there in this test).
+      await waitFor(() => delta(server.counters(), before, 'catpEncodeErrors') === 2, 'encode errors');
+      await waitFor(() => delta(server.counters(), before, 'tcpConnectsOpened') + delta(server.counters(), before, 'tcpConnectsReused') === 2, 'normal answers');
+      const c = server.counters();
+      expect(delta(c, before, 'catpSessions')).toBe(0);
+      expect(delta(c, before, 'catpCacheHits')).toBe(1);
+      expect(client.framesSeen).toBe(0);
+    } finally {
+      client.close();
+    }
+  });
+
+  test('a 304 is never streamed', async () => {
+    const client = await new CatpClient(server).start();
+    try {
+      const first = await client.normalResponse(await client.request('/small.html', []));
+      const etag = first.headers.find(([n]) => n.toLowerCase() === 'etag')?.[1] as string;
+      const r = await client.normalResponse(await client.request('/small.html', [['Catp-Mode', 'catp'], ['If-None-Match', etag]]));
+      expect(r.status).toBe(304);
+      expect(client.framesSeen).toBe(0);
+    } finally {
+      client.close();
+    }
+  });
+
+  test('a request over TCP (DHTTP stream) gets the normal answer', async () => {
+    const before = server.counters();
+    const id = newId();
+    const http = serializeRequest({ method: 'GET', target: `/${pages[0].name}`, headers: [['Host', 'test'], ['Catp-Mode', 'catp']], body: new Uint8Array(0) });
+    const stream = new DhttpResponseStream();
+    const res = await new Promise<HttpResponse>((resolve, reject) => {
+      const sock = net.connect(server.port, '127.0.0.1', () => sock.write(encodeRequest({ id, otherPort: 40000, resend: false, http })));
+      sock.on('error', reject);
+      sock.on('data', (d) => {
+        stream.push(d);
+        const m = stream.next();
+        if (m) {
+          sock.destroy();
+          resolve(m.response);
+        }
+      });
+    });
+    expect(res.status).toBe(200);
+    expect(Buffer.from(res.body).equals(pages[0].bytes)).toBe(true);
+    expect(delta(server.counters(), before, 'catpSessions')).toBe(0);
+  });
+
+  test('reports for an unknown ID, or from another address, are counted and ignored', async () => {
+    const before = server.counters();
+    const client = await new CatpClient(server).start();
+    const other = dgram.createSocket('udp4');
+    try {
+      // A slow session to aim at.
+      const started = server.counters().catpSessions;
+      const slow = await client.fetch(`/${pages[1].name}`, { rate: 20_000, noWait: true });
+      await waitFor(() => server.counters().catpSessions === started + 1, 'session to start');
+      const report = (id: Uint8Array) =>
+        encodeReport({
+          id,
+          otherPort: 0,
+          complete: true,
+          truncated: false,
+          pageId: new Uint8Array(8),
+          reportNo: 1_000_000,
+          total: 0,
+          received: 0,
+          echoSeq: NO_ECHO,
+          echoDelayMs: 0,
+          missing: [],
+        });
+      await client.send(report(newId())); // unknown ID
+      await new Promise<void>((r) => other.bind(0, '127.0.0.2', () => r()));
+      await new Promise<void>((r, j) => other.send(report(slow.id), server.port, '127.0.0.1', (e) => (e ? j(e) : r()))); // right ID, wrong address
+      await waitFor(() => server.counters().catpUnknownReports >= before.catpUnknownReports + 2, 'unknown reports');
+      const c = server.counters();
+      expect(delta(c, before, 'catpUnknownReports')).toBe(2);
+      expect(delta(c, before, 'catpCompleted')).toBe(0); // the "complete" from 127.0.0.2 did not end it
+      expect(c.catpActive).toBeGreaterThanOrEqual(1);
+      // From the right address, the same report does end the session.
+      await client.send(report(slow.id));
+      await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, 'session to end');
+      // A late report for that transfer is not "unknown".
+      await client.send(report(slow.id));
+      await waitFor(() => server.counters().catpLateReports >= before.catpLateReports + 1, 'late report');
+      expect(delta(server.counters(), before, 'catpUnknownReports')).toBe(2);
+    } finally {
+      other.close();
+      client.close();
+    }
+  });
+
+  test('a repeated request during a session is ignored and counted; a resend with no session starts one', async () => {
+    const client = await new CatpClient(server).start();
+    try {
+      const before = server.counters();
+      const id = newId();
+      const done = client.fetch(`/${pages[0].name}`, { rate: 20_000, id, loss: 0.1 });
+      await waitFor(() => server.counters().catpSessions === before.catpSessions + 1, 'session to start');
+      await client.request(`/${pages[0].name}`, [['Catp-Mode', 'catp']], { id, resend: true });
+      await client.request(`/${pages[0].name}`, [['Catp-Mode', 'catp']], { id });
+      await waitFor(() => server.counters().catpIgnoredRepeats === before.catpIgnoredRepeats + 2, 'repeats ignored');
+      const r = await done;
+      expect(r.html).toBe(expectedTree(pages[0].bytes));
+      await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, 'session to complete');
+      expect(delta(server.counters(), before, 'catpSessions')).toBe(1);
+      expect(client.responses).toHaveLength(0);
+      // A repeat after completion is still not served again.
+      await client.request(`/${pages[0].name}`, [['Catp-Mode', 'catp']], { id, resend: true });
+      await waitFor(() => server.counters().catpIgnoredRepeats === before.catpIgnoredRepeats + 3, 'late repeat ignored');
+    } finally {
+      client.close();
+    }
+    // A first request that arrives flagged as a resend (the original was lost) starts a session over UDP.
+    const c2 = await new CatpClient(server).start();
+    try {
+      const r = await c2.fetch(`/${pages[0].name}`, { resend: true });
+      expect(r.html).toBe(expectedTree(pages[0].bytes));
+      expect(c2.responses).toHaveLength(0);
+    } finally {
+      c2.close();
+    }
+  });
+
+  test('garbage reports (0xCA at byte 11, random after) never crash the server and are counted', async () => {
+    const client = await new CatpClient(server).start();
+    const rng = seededRng(42);
+    const rand = (n: number) => Uint8Array.from({ length: n }, () => Math.floor(rng() * 256));
+    try {
+      const started = server.counters().catpSessions;
+      const slow = await client.fetch(`/${pages[1].name}`, { rate: 20_000, noWait: true });
+      await waitFor(() => server.counters().catpSessions === started + 1, 'session to start');
+      const before = server.counters();
+      const N = 1500;
+      for (let i = 0; i < N; i++) {
+        const len = 12 + Math.floor(rng() * (rng() < 0.1 ? 2000 : 80));
+        const b = rand(len);
+        if (i % 2 === 0) b.set(slow.id, 0); // half aimed at the live session
+        b[11] = 0xca;
+        if (i % 3 === 0) {
+          b[12] = 1; // version and kind right, so the decoder gets further
+          if (len > 13) b[13] = 4;
+          if (len > 14) b[14] &= 2; // never "complete"
+          b[10] = 0;
+          if (i % 6 === 0 && len >= 43) {
+            b.fill(0, 15, 23); // page id "nothing received yet"
+            b.fill(0, 27, 31); // total unknown: the decoder reaches the ranges
+            b[41] = 0;
+            b[42] = Math.min(b[42], 20);
+          }
+        }
+        await client.send(b);
+      }
+      // Every datagram after `before` is a report (the garbage plus the client's own): each is counted once.
+      const routed = (c: ServerCounters) => delta(c, before, 'catpUnknownReports') + delta(c, before, 'catpReports') + delta(c, before, 'catpLateReports');
+      await waitFor(() => delta(server.counters(), before, 'udpDatagrams') >= N, 'garbage to arrive');
+      await waitFor(() => routed(server.counters()) === delta(server.counters(), before, 'udpDatagrams'), 'every report counted').catch((e: Error) => {
+        const c = server.counters();
+        throw new Error(`${e.message}: ${JSON.stringify({ unknown: delta(c, before, 'catpUnknownReports'), reports: delta(c, before, 'catpReports'), late: delta(c, before, 'catpLateReports'), dg: delta(c, before, 'udpDatagrams'), req: delta(c, before, 'udpRequests'), ign: delta(c, before, 'catpIgnoredRepeats'), mal: c.udpMalformed })}`);
+      });
+      const c = server.counters();
+      expect(delta(c, before, 'catpReports')).toBeGreaterThan(0);
+      const bad = Object.values(c.catpBadReports).reduce((a, b) => a + b, 0) - Object.values(before.catpBadReports).reduce((a, b) => a + b, 0);
+      expect(bad).toBeGreaterThan(0);
+      // Garbage from the session's own (address, ID) is the client's own doing: it may end that session
+      // (e.g. poisoned RTT samples exhaust a frame's resend budget), but only as a counted give-up.
+      expect(c.catpActive + delta(c, before, 'catpGaveUp') + delta(c, before, 'catpCompleted')).toBeGreaterThanOrEqual(1);
+    } finally {
+      client.close();
+    }
+    // Still serving.
+    const c2 = await new CatpClient(server).start();
+    try {
+      const r = await c2.fetch(`/${pages[0].name}`, { loss: 0.2, seed: 5 });
+      expect(r.html).toBe(expectedTree(pages[0].bytes));
+    } finally {
+      c2.close();
+    }
+  });
+});
+
+describe('CATP limits and shutdown', () => {
+  test('maxSessions exceeded: the normal answer, counted as catpRefused', async () => {
+    const server = await startServer({ root, rng: seededRng(3), catp: { maxSessions: 1 } });
+    const client = await new CatpClient(server).start();
+    const c2 = await new CatpClient(server).start();
+    try {
+      await client.fetch(`/${pages[1].name}`, { rate: 20_000, noWait: true });
+      await waitFor(() => server.counters().catpActive === 1, 'session to start');
+      const id = await c2.request('/small.html', [['Catp-Mode', 'catp']]);
+      const res = await c2.normalResponse(id);
+      expect(res.status).toBe(200);
+      expect(Buffer.from(res.body).toString()).toContain('small page');
+      const c = server.counters();
+      expect(c.catpRefused).toBe(1);
+      expect(c.catpSessions).toBe(1);
+      expect(c2.framesSeen).toBe(0);
+    } finally {
+      client.close();
+      c2.close();
+      await server.close();
+    }
+  });
+
+  test('enabled: false answers Catp-Mode requests normally', async () => {
+    const server = await startServer({ root, rng: seededRng(3), catp: { enabled: false } });
+    const client = await new CatpClient(server).start();
+    try {
+      const res = await client.normalResponse(await client.request('/small.html', [['Catp-Mode', 'catp']]));
+      expect(res.status).toBe(200);
+      expect(server.counters().catpSessions).toBe(0);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test('close() during sessions stops them and clears the timer', async () => {
+    const server = await startServer({ root, rng: seededRng(3), catp: { rateBytesPerSec: 20_000 } });
+    const clients = await Promise.all([0, 1, 2].map(() => new CatpClient(server).start()));
+    try {
+      for (const c of clients) await c.fetch(`/${pages[2].name}`, { noWait: true });
+      await waitFor(() => server.counters().catpActive === 3 && clients.every((x) => x.framesSeen > 0), 'three sessions');
+      expect(server.counters().catpTimers).toBe(1);
+      await server.close();
+      const c = server.counters();
+      expect(c.catpActive).toBe(0);
+      expect(c.catpTimers).toBe(0);
+      await sleep(20); // frames already on the wire
+      const seen = clients.map((x) => x.framesSeen);
+      await sleep(100);
+      expect(clients.map((x) => x.framesSeen)).toEqual(seen); // nothing sent after close
+    } finally {
+      for (const c of clients) c.close();
+      await server.close();
+    }
+  });
+
+  test('bad catp options are refused before anything is bound', async () => {
+    await expect(startServer({ root, catp: { rateBytesPerSec: 10 } })).rejects.toThrow(/rateBytesPerSec/);
+    await expect(startServer({ root, catp: { maxSessions: -1 } })).rejects.toThrow(/maxSessions/);
+  });
+});
