@@ -23,5 +23,19 @@
       'cflags': ['-Wall', '-Wextra'],
       'cflags_cc': ['-std=c++17', '-fexceptions', '-Wall', '-Wextra'],
     },
+    {
+      # catp-linkemu: the lab's link emulator, a plain program (not part of the addon): two network
+      # namespaces, a TUN device in each, delay / rate / queue / loss / reordering per direction.
+      'target_name': 'catp-linkemu',
+      'type': 'executable',
+      'sources': [
+        'native/linkemu/main.cc',
+        'native/linkemu/setup.cc',
+      ],
+      'cflags!': ['-fno-exceptions', '-Wno-unused-parameter'],
+      'cflags_cc!': ['-fno-exceptions', '-fno-rtti', '-std=gnu++17'],
+      'cflags': ['-Wall', '-Wextra', '-O2'],
+      'cflags_cc': ['-std=c++17', '-fexceptions', '-Wall', '-Wextra', '-O2'],
+    },
   ],
 }

@@ -1,5 +1,6 @@
 // `catp`: the project's command line. Each command lives in its own module under cli/commands.
 import { UsageError, processIo, type Io } from './args';
+import { link } from '../lab/link-cli';
 import { get } from './commands/get';
 import { serve } from './commands/serve';
 
@@ -8,6 +9,7 @@ type Command = (argv: string[], io: Io) => Promise<number>;
 const commands: Record<string, { run: Command; summary: string }> = {
   serve: { run: serve, summary: 'run the reference server (DHTTP over UDP and TCP, plain HTTP/1.1) on a directory' },
   get: { run: get, summary: 'fetch a dhttp://, dhttpt:// or http:// URL and write the body' },
+  link: { run: link, summary: 'run a command over an emulated link (delay, rate, loss) to a second network namespace' },
 };
 
 function usage(): string {
