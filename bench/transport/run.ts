@@ -8,7 +8,13 @@
 // receiving process's CPU time per datagram arriving (user + system, process.cpuUsage), whose
 // inverse, "capacity", is how many matched datagrams per second one core could take at that cost.
 //
-//   npm run build && npm run bench:transport -- --count 200000 --rounds 5 --size 200
+// A second phase measures a *burst*: the receiver's event loop is kept busy (a synchronous spin, as when a
+// renderer is painting) while the sender queues --burst datagrams in the socket buffer; then the loop is
+// released and the receiver drains the queue. That is the case batching exists for: the native endpoint
+// takes the whole queue in a few crossings into JavaScript, dgram in one callback per datagram. Reported:
+// drain rate (matched datagrams per second of draining) and CPU per datagram while draining.
+//
+//   npm run build && npm run bench:transport -- --count 200000 --rounds 5 --size 200 --burst 4000
 import * as child_process from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as dgram from 'node:dgram';
@@ -18,7 +24,8 @@ import * as path from 'node:path';
 import { Endpoint, packageRoot } from '../../native';
 import type { SendJob, SendResult } from './sender';
 
-interface Options { count: number; rounds: number; size: number }
+interface Options { count: number; rounds: number; size: number; burst: number }
+interface BurstResult { mode: Mode; round: number; matched: number; kernelDrops: number; drainMs: number; cpuUs: number; batches?: number }
 type Mode = 'native' | 'dgram';
 interface RoundResult {
   round: number; mode: Mode; sent: number; matched: number; expectedMatched: number; kernelDrops: number;
@@ -27,10 +34,10 @@ interface RoundResult {
 }
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { count: 200_000, rounds: 5, size: 200 };
+  const opts: Options = { count: 200_000, rounds: 5, size: 200, burst: 4000 };
   for (let i = 0; i < argv.length; i++) {
-    const m = /^--(count|rounds|size)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]} (use --count N --rounds N --size BYTES)`);
+    const m = /^--(count|rounds|size|burst)(?:=(.*))?$/.exec(argv[i]);
+    if (!m) throw new Error(`unknown argument ${argv[i]} (use --count N --rounds N --size BYTES --burst N)`);
     const value = Number(m[2] ?? argv[++i]);
     if (!Number.isInteger(value) || value <= 0) throw new Error(`--${m[1]} needs a positive integer`);
     opts[m[1] as keyof Options] = value;
@@ -138,6 +145,70 @@ async function runDgram(sender: Sender, opts: Options, ids: Buffer[]): Promise<O
   return finish(res, opts, matched, drops, first, last, cpuUs);
 }
 
+/** Keeps this thread busy (no event loop turns) for `ms`. */
+function spin(ms: number): void {
+  const until = process.hrtime.bigint() + BigInt(Math.round(ms * 1e6));
+  while (process.hrtime.bigint() < until) { /* busy, like a long paint */ }
+}
+
+/**
+ * One burst: ask the sender for `opts.burst` datagrams, keep the loop busy until they are all queued in the
+ * socket buffer, then time the drain. `hook` installs the receiver and returns its matched counter.
+ */
+async function burst(sender: Sender, opts: Options, ids: Buffer[], port: number, matched: () => number,
+  firstLast: () => [bigint, bigint]): Promise<{ drainMs: number; cpuUs: number; matched: number }> {
+  const before = matched();
+  const done = sender.send({ port, count: opts.burst, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
+  spin(Math.max(100, opts.burst / 20));  // the sender needs ~10 µs a datagram; leave it ample time
+  const cpu0 = process.cpuUsage();
+  await done;
+  await quiesce(matched, 60);
+  const cpuUs = cpuSince(cpu0);
+  const [first, last] = firstLast();
+  return { drainMs: Number(last - first) / 1e6, cpuUs, matched: matched() - before };
+}
+
+async function burstNative(sender: Sender, opts: Options, ids: Buffer[], round: number): Promise<BurstResult> {
+  let matched = 0;
+  let first = 0n;
+  let last = 0n;
+  const ep = new Endpoint({ host: '127.0.0.1' }, (batch) => {
+    let n = 0;
+    for (const e of batch) if (e.kind === 'datagram') n++;
+    if (n === 0) return;
+    const t = process.hrtime.bigint();
+    if (first === 0n) first = t;
+    last = t;
+    matched += n;
+  });
+  ids.forEach((id) => ep.expect(id));
+  const r = await burst(sender, opts, ids, ep.udpPort, () => matched, () => [first, last]);
+  const c = ep.counters();
+  ep.close();
+  return { mode: 'native', round, matched: r.matched, kernelDrops: c.kernelDrops, drainMs: r.drainMs, cpuUs: r.cpuUs, batches: c.batches };
+}
+
+async function burstDgram(sender: Sender, opts: Options, ids: Buffer[], round: number): Promise<BurstResult> {
+  const table = new Set<bigint>(ids.map((b) => b.readBigUInt64LE(0)));
+  let matched = 0;
+  let first = 0n;
+  let last = 0n;
+  const sock = dgram.createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
+  sock.on('message', (msg) => {
+    if (msg.length < 8 || !table.has(msg.readBigUInt64LE(0))) return;
+    const t = process.hrtime.bigint();
+    if (first === 0n) first = t;
+    last = t;
+    matched++;
+  });
+  await new Promise<void>((resolve) => sock.bind(0, '127.0.0.1', resolve));
+  const port = sock.address().port;
+  const r = await burst(sender, opts, ids, port, () => matched, () => [first, last]);
+  const drops = kernelDrops(port);
+  await new Promise<void>((resolve) => sock.close(() => resolve()));
+  return { mode: 'dgram', round, matched: r.matched, kernelDrops: drops, drainMs: r.drainMs, cpuUs: r.cpuUs };
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
@@ -148,6 +219,8 @@ async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
   const ids = Array.from({ length: 512 }, () => { const b = crypto.randomBytes(8); b[0] |= 0x80; return b; });
   const sender = new Sender();
+  let burstSender: Sender | null = null;
+  const sender2 = (): Sender => (burstSender ??= new Sender());
   const results: RoundResult[] = [];
   const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
   console.log(`transport bench: ${opts.rounds} rounds x ${fmt(opts.count)} datagrams of ${opts.size} bytes, half matched, loopback`);
@@ -187,11 +260,45 @@ async function main(): Promise<void> {
     console.log(`${mode.padEnd(20)} ${fmt(m.matchedPerSec).padStart(10)}   ${m.cpuUsPerDatagram.toFixed(2).padStart(12)}   ${fmt(m.capacityMatchedPerSec).padStart(12)}`);
   }
   console.log(`${'native / dgram'.padEnd(20)} ${`${summary.ratio.matchedPerSec.toFixed(2)}x`.padStart(10)}   ${''.padStart(12)}   ${`${summary.ratio.capacityMatchedPerSec.toFixed(2)}x`.padStart(12)}`);
+
+  console.log('');
+  console.log(`burst drain: ${fmt(opts.burst)} datagrams queued while the receiver's loop is busy, half matched`);
+  console.log('round  receiver  matched  kernelDrops  batches  drain ms  matched/s draining  cpu µs/dgram');
+  const bursts: BurstResult[] = [];
+  try {
+    for (let round = 1; round <= opts.rounds; round++) {
+      const order: Mode[] = round % 2 ? ['native', 'dgram'] : ['dgram', 'native'];
+      for (const mode of order) {
+        const b = mode === 'native' ? await burstNative(sender2(), opts, ids, round) : await burstDgram(sender2(), opts, ids, round);
+        bursts.push(b);
+        console.log(`${String(round).padStart(5)}  ${mode.padEnd(8)}  ${fmt(b.matched).padStart(7)}  ${fmt(b.kernelDrops).padStart(11)}` +
+          `  ${(b.batches === undefined ? '-' : fmt(b.batches)).padStart(7)}  ${b.drainMs.toFixed(2).padStart(8)}` +
+          `  ${fmt(b.drainMs > 0 ? b.matched / (b.drainMs / 1000) : 0).padStart(18)}  ${(b.cpuUs / opts.burst).toFixed(2).padStart(12)}`);
+      }
+    }
+  } finally {
+    sender2().close();
+  }
+  const bmed = (mode: Mode, f: (b: BurstResult) => number): number => median(bursts.filter((b) => b.mode === mode).map(f));
+  const drainRate = (b: BurstResult): number => (b.drainMs > 0 ? b.matched / (b.drainMs / 1000) : 0);
+  const burstSummary = {
+    native: { drainMatchedPerSec: bmed('native', drainRate), cpuUsPerDatagram: bmed('native', (b) => b.cpuUs / opts.burst) },
+    dgram: { drainMatchedPerSec: bmed('dgram', drainRate), cpuUsPerDatagram: bmed('dgram', (b) => b.cpuUs / opts.burst) },
+  };
+  console.log('');
+  console.log(`burst medians        matched/s draining   cpu µs/dgram`);
+  for (const mode of ['native', 'dgram'] as const) {
+    const m = burstSummary[mode];
+    console.log(`${mode.padEnd(20)} ${fmt(m.drainMatchedPerSec).padStart(18)}   ${m.cpuUsPerDatagram.toFixed(2).padStart(12)}`);
+  }
+  console.log(`${'native / dgram'.padEnd(20)} ${`${div(burstSummary.native.drainMatchedPerSec, burstSummary.dgram.drainMatchedPerSec).toFixed(2)}x`.padStart(18)}` +
+    `   ${`${div(burstSummary.dgram.cpuUsPerDatagram, burstSummary.native.cpuUsPerDatagram).toFixed(2)}x less`.padStart(12)}`);
+
   const out = path.join(packageRoot(), 'bench', 'results', 'transport.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, `${JSON.stringify({
     date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model,
-    options: opts, median: summary, rounds: results,
+    options: opts, median: summary, rounds: results, burst: { median: burstSummary, rounds: bursts },
   }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out) || out}`);
 }
