@@ -608,38 +608,17 @@ export class Http1Core<P> {
 // ---------------------------------------------------------------------------------------------
 // Public parsers
 
-/** Server side: incremental HTTP/1.1 request parser (pipelining allowed). */
-export class RequestParser {
-  private readonly core: Http1Core<null>;
-
-  constructor(limits: HttpLimits = {}) {
-    this.core = new Http1Core<null>(
-      {
-        kind: 'request',
-        prefixBytes: 0,
-        readPrefix: () => null,
-        requestMethod: () => 'GET',
-        allowCloseDelimited: false,
-        skipInterim: false,
-        skipLeadingCrlf: true,
-      },
-      limits,
-    );
-  }
+/** What every incremental parser over an Http1Core offers besides its own next(). */
+export abstract class Http1Stream<P> {
+  protected constructor(protected readonly core: Http1Core<P>) {}
 
   push(data: Uint8Array): void {
     this.core.push(data);
   }
 
-  /** End of the byte stream: a partial request is recorded as HTTP_ERR_TRUNCATED (thrown by next()). */
+  /** End of the byte stream: completes a close-delimited body; mid-message records HTTP_ERR_TRUNCATED (thrown by next()). */
   end(): void {
     this.core.end();
-  }
-
-  /** The next complete request, null if none yet; throws the HttpParseError that poisoned the stream. */
-  next(): HttpRequest | null {
-    const p = this.core.next();
-    return p === null ? null : (p.message as HttpRequest);
   }
 
   get bytesConsumed(): number {
@@ -650,8 +629,40 @@ export class RequestParser {
     return this.core.bufferedBytes;
   }
 
+  /** No partial message is buffered. */
   get idle(): boolean {
     return this.core.idle;
+  }
+
+  /** The error that poisoned the stream (also thrown by next() once drained), or null. */
+  get failure(): ProtocolError | null {
+    return this.core.failure;
+  }
+}
+
+/** Server side: incremental HTTP/1.1 request parser (pipelining allowed). */
+export class RequestParser extends Http1Stream<null> {
+  constructor(limits: HttpLimits = {}) {
+    super(
+      new Http1Core<null>(
+        {
+          kind: 'request',
+          prefixBytes: 0,
+          readPrefix: () => null,
+          requestMethod: () => 'GET',
+          allowCloseDelimited: false,
+          skipInterim: false,
+          skipLeadingCrlf: true,
+        },
+        limits,
+      ),
+    );
+  }
+
+  /** The next complete request, null if none yet; throws the HttpParseError that poisoned the stream. */
+  next(): HttpRequest | null {
+    const p = this.core.next();
+    return p === null ? null : (p.message as HttpRequest);
   }
 }
 
@@ -660,57 +671,38 @@ export class RequestParser {
  * order, so a response to HEAD is read without a body. With no method queued a response is read as an
  * answer to GET. Interim 1xx responses are skipped; 101 is refused.
  */
-export class ResponseParser {
-  private readonly core: Http1Core<null>;
-  private readonly methods: string[] = [];
+export class ResponseParser extends Http1Stream<null> {
+  private readonly methods: string[];
 
   constructor(limits: HttpLimits = {}) {
-    this.core = new Http1Core<null>(
-      {
-        kind: 'response',
-        prefixBytes: 0,
-        readPrefix: () => null,
-        requestMethod: () => this.methods[0] ?? 'GET',
-        onFinalHead: () => {
-          this.methods.shift();
+    const methods: string[] = [];
+    super(
+      new Http1Core<null>(
+        {
+          kind: 'response',
+          prefixBytes: 0,
+          readPrefix: () => null,
+          requestMethod: () => methods[0] ?? 'GET',
+          onFinalHead: () => {
+            methods.shift();
+          },
+          allowCloseDelimited: true,
+          skipInterim: true,
+          skipLeadingCrlf: false,
         },
-        allowCloseDelimited: true,
-        skipInterim: true,
-        skipLeadingCrlf: false,
-      },
-      limits,
+        limits,
+      ),
     );
+    this.methods = methods;
   }
 
   expect(method: string): void {
     this.methods.push(method.toUpperCase());
   }
 
-  push(data: Uint8Array): void {
-    this.core.push(data);
-  }
-
-  /** End of stream: completes a close-delimited body; mid-message, records HTTP_ERR_TRUNCATED (thrown by next()). */
-  end(): void {
-    this.core.end();
-  }
-
   next(): HttpResponse | null {
     const p = this.core.next();
     return p === null ? null : (p.message as HttpResponse);
-  }
-
-  get bytesConsumed(): number {
-    return this.core.bytesConsumed;
-  }
-
-  get bufferedBytes(): number {
-    return this.core.bufferedBytes;
-  }
-
-  /** No partial response buffered. */
-  get idle(): boolean {
-    return this.core.idle;
   }
 
   /** Requests expected but not answered yet. */

@@ -10,7 +10,7 @@
  * good (the caller closes the connection).
  */
 import { RemoteProtocolError } from '../errors';
-import { Http1Core, type HttpLimits, type HttpRequest, type HttpResponse } from './http1';
+import { Http1Core, Http1Stream, type HttpLimits, type HttpRequest, type HttpResponse } from './http1';
 import { ID_BYTES, REQUEST_PREFIX_BYTES, decodeRequestPrefix, isValidId } from './wire';
 
 export interface DhttpStreamResponse {
@@ -35,107 +35,56 @@ export interface DhttpResponseStreamOptions extends HttpLimits {
   methodOf?: (id: Uint8Array) => string | null;
 }
 
-export class DhttpResponseStream {
-  private readonly core: Http1Core<{ id: Uint8Array; method: string }>;
-
+export class DhttpResponseStream extends Http1Stream<{ id: Uint8Array; method: string }> {
   constructor(options: DhttpResponseStreamOptions = {}) {
     const methodOf = options.methodOf;
-    this.core = new Http1Core(
-      {
-        kind: 'response',
-        prefixBytes: ID_BYTES,
-        readPrefix: (bytes) => {
-          if (!isValidId(bytes)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'response id must have the top bit set');
-          const method = methodOf ? methodOf(bytes) : 'GET';
-          if (method === null) throw new RemoteProtocolError('DHTTP_ERR_UNKNOWN_ID', 'response names no outstanding request');
-          return { id: bytes, method: method.toUpperCase() };
+    super(
+      new Http1Core(
+        {
+          kind: 'response',
+          prefixBytes: ID_BYTES,
+          readPrefix: (bytes) => {
+            if (!isValidId(bytes)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'response id must have the top bit set');
+            const method = methodOf ? methodOf(bytes) : 'GET';
+            if (method === null) throw new RemoteProtocolError('DHTTP_ERR_UNKNOWN_ID', 'response names no outstanding request');
+            return { id: bytes, method: method.toUpperCase() };
+          },
+          requestMethod: (p) => p.method,
+          allowCloseDelimited: false,
+          skipInterim: false,
+          skipLeadingCrlf: false,
         },
-        requestMethod: (p) => p.method,
-        allowCloseDelimited: false,
-        skipInterim: false,
-        skipLeadingCrlf: false,
-      },
-      options,
+        options,
+      ),
     );
-  }
-
-  push(data: Uint8Array): void {
-    this.core.push(data);
-  }
-
-  /** The connection ended; a partial message is recorded as HTTP_ERR_TRUNCATED (thrown by next()). */
-  end(): void {
-    this.core.end();
   }
 
   next(): DhttpStreamResponse | null {
     const p = this.core.next();
     return p === null ? null : { id: p.prefix.id, response: p.message as HttpResponse };
   }
-
-  get bytesConsumed(): number {
-    return this.core.bytesConsumed;
-  }
-
-  get bufferedBytes(): number {
-    return this.core.bufferedBytes;
-  }
-
-  /** True when no partial message is buffered. */
-  get idle(): boolean {
-    return this.core.idle;
-  }
-
-  /** The error that poisoned the stream (also thrown by next() once drained), or null. */
-  get failure(): RemoteProtocolError | null {
-    return this.core.failure as RemoteProtocolError | null;
-  }
 }
 
-export class DhttpRequestStream {
-  private readonly core: Http1Core<{ id: Uint8Array; otherPort: number; resend: boolean }>;
-
+export class DhttpRequestStream extends Http1Stream<{ id: Uint8Array; otherPort: number; resend: boolean }> {
   constructor(limits: HttpLimits = {}) {
-    this.core = new Http1Core(
-      {
-        kind: 'request',
-        prefixBytes: REQUEST_PREFIX_BYTES,
-        readPrefix: (bytes) => decodeRequestPrefix(bytes),
-        requestMethod: () => 'GET',
-        allowCloseDelimited: false,
-        skipInterim: false,
-        skipLeadingCrlf: false,
-      },
-      limits,
+    super(
+      new Http1Core(
+        {
+          kind: 'request',
+          prefixBytes: REQUEST_PREFIX_BYTES,
+          readPrefix: (bytes) => decodeRequestPrefix(bytes),
+          requestMethod: () => 'GET',
+          allowCloseDelimited: false,
+          skipInterim: false,
+          skipLeadingCrlf: false,
+        },
+        limits,
+      ),
     );
-  }
-
-  push(data: Uint8Array): void {
-    this.core.push(data);
-  }
-
-  end(): void {
-    this.core.end();
   }
 
   next(): DhttpStreamRequest | null {
     const p = this.core.next();
     return p === null ? null : { ...p.prefix, request: p.message as HttpRequest };
-  }
-
-  get bytesConsumed(): number {
-    return this.core.bytesConsumed;
-  }
-
-  get bufferedBytes(): number {
-    return this.core.bufferedBytes;
-  }
-
-  get idle(): boolean {
-    return this.core.idle;
-  }
-
-  get failure(): RemoteProtocolError | null {
-    return this.core.failure as RemoteProtocolError | null;
   }
 }
