@@ -10,22 +10,12 @@ import { parse, serialize } from 'parse5';
 import { DhttpHost, type FrameRecord, type StreamEvent } from '../../app';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { startServer, type DhttpServer } from '../../server';
+import { seededRng } from '../../server/channel-choice';
 import { startUdpRelay, type UdpRelay } from '../helpers/udp-relay';
 
 const DEMO = join(__dirname, '..', '..', 'demo', 'site');
 const CORPUS = process.env.CATP_CORPUS ?? join(__dirname, '..', '..', '..', 'shared', 'corpus');
 const CORPUS_PAGES = ['wikipedia.html', 'nytimes-1.html', 'bbc-1.html'].map((p) => join(CORPUS, 'real-pages', p)).filter(existsSync);
-
-function seeded(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 let root: string;
 let server: DhttpServer;
@@ -37,7 +27,7 @@ beforeAll(async () => {
   for (const f of ['index.html', 'article.html', 'table.html', 'style.css']) writeFileSync(join(root, f), readFileSync(join(DEMO, f)));
   CORPUS_PAGES.forEach((p, i) => writeFileSync(join(root, `corpus-${i}.html`), readFileSync(p)));
   server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 2_000_000 } });
-  const rand = seeded(20);
+  const rand = seededRng(20);
   relay = await startUdpRelay(server.port, {
     toServer: () => (rand() < 0.2 ? 'drop' : 'pass'),
     toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),
@@ -127,7 +117,7 @@ test('catp get --catp --timeline writes parse5\'s serialization and one JSON lin
   const cli = join(__dirname, '..', '..', 'bin', 'catp.js');
   // A relay of its own that lets the request through (the CLI is a new client: see beforeEach) and then
   // drops 20% of everything. The CLI runs as a child process while this process relays (no spawnSync).
-  const rand = seeded(7);
+  const rand = seededRng(7);
   const own = await startUdpRelay(server.port, {
     toServer: (_d, i) => (i > 0 && rand() < 0.2 ? 'drop' : 'pass'),
     toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),

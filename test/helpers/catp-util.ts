@@ -9,20 +9,12 @@ import {
   RepairSender,
   FRAME_KIND,
 } from '../../protocol/catp';
+import { seededRng } from '../../server/channel-choice';
 
 export const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
 
-/** mulberry32: small, fast, seeded. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32: small, fast, seeded (the one the server's channel choice uses). */
+export const rng = seededRng;
 
 export function shuffle<T>(a: T[], r: () => number): T[] {
   for (let i = a.length - 1; i > 0; i--) {

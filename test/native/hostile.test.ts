@@ -4,17 +4,8 @@ import * as crypto from 'node:crypto';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { Endpoint, Incoming } from '../../native';
+import { seededRng as mulberry32 } from '../../server/channel-choice';
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomBytes(rand: () => number, n: number): Buffer {
   const b = Buffer.alloc(n);

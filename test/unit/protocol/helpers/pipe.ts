@@ -12,16 +12,7 @@ import {
 import { DhttpRequestStream } from '../../../../protocol/dhttp/stream';
 import { MAX_DATAGRAM_PAYLOAD, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../../../../protocol/dhttp/wire';
 
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRng as mulberry32 } from '../../../../server/channel-choice';
 
 export interface ServerRequest {
   via: 'udp' | 'tcp' | 'http';
