@@ -43,7 +43,36 @@ module.exports = tseslint.config(
   },
   {
     files: ['renderer/**/*.ts'],
-    rules: restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**'],
-      'renderer/ runs in the page: no Node, and only protocol/ types.'),
+    rules: {
+      // Only types may come from protocol/ (the browser API contract is protocol/browser/api.ts).
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [
+          { group: [...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**'],
+            message: 'renderer/ runs in the page: no Node, and only protocol/ types.' },
+          { group: ['**/protocol/**'], allowTypeImports: true,
+            message: 'renderer/ may import protocol/ as types only (`import type`), the browser API (protocol/browser/api.ts) included.' },
+        ],
+      }],
+      'no-restricted-globals': ['error', 'process', 'require', 'Buffer', '__dirname'],
+    },
+  },
+  {
+    // Electron main process: like app/ (it is a shell's host side) plus Electron itself.
+    files: ['electron/**/*.ts'],
+    ignores: ['electron/preload.ts'],
+    rules: restrict(['**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**', '**/native/**'],
+      'electron/ main talks to the host through app/ (and the API contract in protocol/browser/api.ts) only.'),
+  },
+  {
+    // The sandboxed preload can require nothing but 'electron': types only from our code.
+    files: ['electron/preload.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [
+          { group: [...nodeBuiltins], message: 'the preload is sandboxed: no Node modules.' },
+          { group: ['../**', './**'], allowTypeImports: true, message: 'a sandboxed preload cannot require our files: types only.' },
+        ],
+      }],
+    },
   },
 );

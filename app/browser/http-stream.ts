@@ -1,0 +1,313 @@
+// Plain HTTP/1.1 GET whose body is handed over AS IT ARRIVES (the DhttpClient only gives whole responses),
+// for the browser's `tcp` transport: painted in order, like a stock browser over TCP.
+//
+// Runs over the native endpoint's outbound TCP (`Endpoint.connect` / `sendTcp`) so every chunk carries its
+// kernel receive timestamp (CLOCK_REALTIME ns), on the same clock as the CATP frames' — the network floor of
+// a tcp load is then measured the same way. One endpoint per stream, closed at the end.
+//
+// The response is untrusted: the head is bounded (16 KiB, 100 fields), Content-Length / chunked / close-
+// delimited bodies are decoded strictly, the body is bounded (maxBodyBytes), and any violation ends the
+// stream with a named error (HTTP_ERR_*), never a throw out of the callback.
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+
+import { Endpoint, realtimeNs, type Incoming } from '../../native';
+import { parseTarget } from '../../protocol/dhttp';
+
+export interface HttpStreamHead {
+  status: number;
+  reason: string;
+  headers: [string, string][];
+}
+
+export interface HttpStreamHandlers {
+  onHead(head: HttpStreamHead): void;
+  /** Body bytes (de-chunked), in order, with the kernel receive time of the TCP segment batch that carried them. */
+  onData(bytes: Uint8Array, rxNs: bigint): void;
+  onEnd(): void;
+  onError(err: HttpStreamError): void;
+}
+
+export class HttpStreamError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'HttpStreamError';
+  }
+}
+
+const MAX_HEAD = 16 * 1024;
+const MAX_FIELDS = 100;
+const MAX_CHUNK_LINE = 4096;
+const CRLF = Buffer.from('\r\n');
+
+type BodyMode = { kind: 'length'; left: number } | { kind: 'chunked' } | { kind: 'eof' } | { kind: 'none' };
+
+/** Incremental response decoder (sans-IO: bytes in, callbacks out). */
+export class StreamingResponseDecoder {
+  private buf: Buffer = Buffer.alloc(0);
+  private head: HttpStreamHead | null = null;
+  private body: BodyMode | null = null;
+  private chunkLeft = -1; // -1: reading a chunk-size line; >0: data; 0: CRLF after data
+  private trailers = false;
+  private received = 0;
+  done = false;
+  failed: HttpStreamError | null = null;
+
+  constructor(
+    private readonly h: Pick<HttpStreamHandlers, 'onHead' | 'onData' | 'onEnd'>,
+    private readonly maxBodyBytes = 64 * 1024 * 1024,
+    private readonly method = 'GET',
+  ) {}
+
+  push(data: Uint8Array, rxNs: bigint): void {
+    if (this.done || this.failed) return;
+    try {
+      this.buf = this.buf.length === 0 ? Buffer.from(data) : Buffer.concat([this.buf, data]);
+      this.run(rxNs);
+    } catch (e) {
+      this.failed = e instanceof HttpStreamError ? e : new HttpStreamError('HTTP_ERR_INTERNAL', String(e));
+      throw this.failed;
+    }
+  }
+
+  /** The connection ended. Completes a close-delimited body; otherwise an error if mid-message. */
+  end(): void {
+    if (this.done || this.failed) return;
+    if (this.body?.kind === 'eof') {
+      this.finish();
+      return;
+    }
+    this.failed = new HttpStreamError('HTTP_ERR_TRUNCATED', 'the connection ended inside the response');
+    throw this.failed;
+  }
+
+  private finish(): void {
+    this.done = true;
+    this.h.onEnd();
+  }
+
+  private deliver(bytes: Buffer, rxNs: bigint): void {
+    if (bytes.length === 0) return;
+    this.received += bytes.length;
+    if (this.received > this.maxBodyBytes) throw new HttpStreamError('HTTP_ERR_BODY_TOO_LARGE', `body over ${this.maxBodyBytes} bytes`);
+    this.h.onData(new Uint8Array(bytes), rxNs);
+  }
+
+  private run(rxNs: bigint): void {
+    if (this.head === null) {
+      const end = this.buf.indexOf('\r\n\r\n');
+      if (end < 0) {
+        if (this.buf.length > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'response head over 16 KiB');
+        return;
+      }
+      if (end + 4 > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'response head over 16 KiB');
+      const text = this.buf.subarray(0, end).toString('latin1');
+      this.buf = this.buf.subarray(end + 4);
+      const head = parseHead(text);
+      if (head.status >= 100 && head.status < 200) {
+        // interim response: skip it and read the next head
+        return this.run(rxNs);
+      }
+      this.head = head;
+      this.body = bodyMode(head, this.method);
+      this.h.onHead(head);
+      if (this.body.kind === 'none') {
+        this.finish();
+        return;
+      }
+    }
+    const body = this.body!;
+    if (body.kind === 'eof') {
+      const b = this.buf;
+      this.buf = Buffer.alloc(0);
+      this.deliver(b, rxNs);
+      return;
+    }
+    if (body.kind === 'length') {
+      const take = this.buf.subarray(0, Math.min(body.left, this.buf.length));
+      this.buf = this.buf.subarray(take.length);
+      body.left -= take.length;
+      this.deliver(take, rxNs);
+      if (body.left === 0) {
+        if (this.buf.length > 0) throw new HttpStreamError('HTTP_ERR_TRAILING_DATA', 'bytes after the response');
+        this.finish();
+      }
+      return;
+    }
+    // chunked
+    for (;;) {
+      if (this.trailers) {
+        const end = this.buf.indexOf(CRLF);
+        if (end < 0) {
+          if (this.buf.length > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'trailers too large');
+          return;
+        }
+        const line = this.buf.subarray(0, end);
+        this.buf = this.buf.subarray(end + 2);
+        if (line.length === 0) {
+          this.finish();
+          return;
+        }
+        continue;
+      }
+      if (this.chunkLeft === -1) {
+        const end = this.buf.indexOf(CRLF);
+        if (end < 0) {
+          if (this.buf.length > MAX_CHUNK_LINE) throw new HttpStreamError('HTTP_ERR_CHUNK_LINE_TOO_LONG', 'chunk-size line too long');
+          return;
+        }
+        const line = this.buf.subarray(0, end).toString('latin1');
+        this.buf = this.buf.subarray(end + 2);
+        const m = /^([0-9A-Fa-f]{1,8})[ \t]*(;.*)?$/.exec(line);
+        if (!m) throw new HttpStreamError('HTTP_ERR_BAD_CHUNK', 'bad chunk-size line');
+        const size = parseInt(m[1]!, 16);
+        if (size === 0) {
+          this.trailers = true;
+          continue;
+        }
+        if (this.received + size > this.maxBodyBytes) throw new HttpStreamError('HTTP_ERR_BODY_TOO_LARGE', `body over ${this.maxBodyBytes} bytes`);
+        this.chunkLeft = size;
+        continue;
+      }
+      if (this.chunkLeft > 0) {
+        if (this.buf.length === 0) return;
+        const take = this.buf.subarray(0, Math.min(this.chunkLeft, this.buf.length));
+        this.buf = this.buf.subarray(take.length);
+        this.chunkLeft -= take.length;
+        this.deliver(take, rxNs);
+        continue;
+      }
+      // chunkLeft === 0: the CRLF after the data
+      if (this.buf.length < 2) return;
+      if (this.buf[0] !== 13 || this.buf[1] !== 10) throw new HttpStreamError('HTTP_ERR_BAD_CHUNK', 'no CRLF after chunk data');
+      this.buf = this.buf.subarray(2);
+      this.chunkLeft = -1;
+    }
+  }
+}
+
+function parseHead(text: string): HttpStreamHead {
+  if (/[^\r]\n|^\n/.test(text) || /\r(?!\n)/.test(text)) throw new HttpStreamError('HTTP_ERR_BARE_LF', 'bare CR or LF in the head');
+  const lines = text.split('\r\n');
+  const m = /^HTTP\/1\.[01] ([1-9][0-9]{2})(?: ([\t\x20-\x7e\x80-\xff]*))?$/.exec(lines[0]!);
+  if (!m) throw new HttpStreamError('HTTP_ERR_BAD_STATUS_LINE', 'bad status line');
+  if (lines.length - 1 > MAX_FIELDS) throw new HttpStreamError('HTTP_ERR_TOO_MANY_HEADERS', 'too many header fields');
+  const headers: [string, string][] = [];
+  for (const line of lines.slice(1)) {
+    const i = line.indexOf(':');
+    const name = i > 0 ? line.slice(0, i) : '';
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new HttpStreamError('HTTP_ERR_BAD_HEADER', 'bad header field');
+    headers.push([name, line.slice(i + 1).trim()]);
+  }
+  return { status: Number(m[1]), reason: m[2] ?? '', headers };
+}
+
+function header(head: HttpStreamHead, name: string): string[] {
+  return head.headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
+}
+
+function bodyMode(head: HttpStreamHead, method: string): BodyMode {
+  if (method === 'HEAD' || head.status === 204 || head.status === 304) return { kind: 'none' };
+  const te = header(head, 'transfer-encoding');
+  const cl = header(head, 'content-length');
+  if (te.length > 0) {
+    if (cl.length > 0) throw new HttpStreamError('HTTP_ERR_CL_TE_CONFLICT', 'both Content-Length and Transfer-Encoding');
+    const codings = te.join(',').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+    if (codings[codings.length - 1] !== 'chunked' || codings.length !== 1) {
+      throw new HttpStreamError('HTTP_ERR_BAD_TRANSFER_ENCODING', `unsupported transfer coding ${te.join(',')}`);
+    }
+    return { kind: 'chunked' };
+  }
+  if (cl.length > 0) {
+    const values = new Set(cl.join(',').split(',').map((s) => s.trim()));
+    const [v] = [...values];
+    if (values.size !== 1 || !/^[0-9]{1,15}$/.test(v!)) throw new HttpStreamError('HTTP_ERR_BAD_CONTENT_LENGTH', 'bad Content-Length');
+    const n = Number(v);
+    return n === 0 ? { kind: 'none' } : { kind: 'length', left: n };
+  }
+  return { kind: 'eof' };
+}
+
+export interface HttpStreamOptions {
+  maxBodyBytes?: number;
+  timeoutMs?: number;
+}
+
+export interface HttpStream {
+  /** CLOCK_REALTIME ns when the connect started. */
+  startedNs: bigint;
+  cancel(): void;
+}
+
+/** GETs an http:// URL and streams its body. Exactly one of onEnd / onError is called (unless cancelled). */
+export async function httpStream(url: string, h: HttpStreamHandlers, options: HttpStreamOptions = {}): Promise<HttpStream> {
+  const target = parseTarget(url);
+  if (target.scheme !== 'http') throw new HttpStreamError('HTTP_ERR_SCHEME', `not an http:// URL: ${url}`);
+  const literal = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
+  const address = isIP(literal) ? literal : (await lookup(literal)).address;
+  const loopback = address === '::1' || address.startsWith('127.');
+  const bind = loopback ? address : address.includes(':') ? '::' : '0.0.0.0';
+  let settled = false;
+  let conn = -1;
+  const settle = (err: HttpStreamError | null) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    // let the endpoint deliver its last events before it is closed
+    setImmediate(() => endpoint.close());
+    if (err) h.onError(err);
+    else h.onEnd();
+  };
+  const decoder = new StreamingResponseDecoder(
+    { onHead: (head) => h.onHead(head), onData: (b, rx) => h.onData(b, rx), onEnd: () => settle(null) },
+    options.maxBodyBytes,
+  );
+  const onIncoming = (batch: Incoming[]) => {
+    for (const item of batch) {
+      if (settled) return;
+      if (item.kind === 'tcp-open' && item.conn === conn) {
+        const hostHeader = target.port === 80 ? target.host : `${target.host}:${target.port}`;
+        const req = `GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`;
+        endpoint.sendTcp(conn, Buffer.from(req, 'latin1'));
+      } else if (item.kind === 'tcp-data' && item.conn === conn) {
+        try {
+          decoder.push(item.data, item.rxNs);
+        } catch (e) {
+          endpoint.closeConnection(conn);
+          settle(e as HttpStreamError);
+        }
+      } else if (item.kind === 'tcp-closed' && item.conn === conn) {
+        if (item.error) {
+          settle(new HttpStreamError('HTTP_ERR_CONNECT', `${item.error.code}: ${item.error.message}`));
+          continue;
+        }
+        try {
+          decoder.end();
+        } catch (e) {
+          settle(e as HttpStreamError);
+        }
+      }
+    }
+  };
+  const endpoint = new Endpoint({ host: bind }, onIncoming);
+  const startedNs = realtimeNs();
+  const timer = setTimeout(() => {
+    if (conn >= 0) endpoint.closeConnection(conn);
+    settle(new HttpStreamError('HTTP_ERR_TIMEOUT', `no complete answer from ${target.origin} within ${options.timeoutMs ?? 30000} ms`));
+  }, options.timeoutMs ?? 30000);
+  try {
+    conn = endpoint.connect(address, target.port);
+  } catch (e) {
+    settle(new HttpStreamError('HTTP_ERR_CONNECT', (e as Error).message));
+  }
+  return {
+    startedNs,
+    cancel: () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (conn >= 0) endpoint.closeConnection(conn);
+      setImmediate(() => endpoint.close());
+    },
+  };
+}

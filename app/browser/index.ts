@@ -1,0 +1,9 @@
+// The browser host (shell-independent) and the Chromium-window / headless shells' host side.
+export * from '../../protocol/browser/api';
+export { BrowserService, type BrowserServiceOptions } from './service';
+export { startShellServer, viewUrlFor, VIEW_CSP, type ShellServer } from './shell-server';
+export { startBrowserSession, defaultRendererDir, type BrowserSession } from './session';
+export { openAppWindow, openHeadless, chromiumFlags, chromiumAvailable, CHROMIUM_PATH } from './chromium';
+export { startLossyRelay, seededRandom, type LossyRelay } from './lossy-relay';
+export { httpStream, StreamingResponseDecoder, HttpStreamError } from './http-stream';
+export { toWireSkeleton, dumpToParse5, serializeDump } from './wire';

@@ -1,0 +1,204 @@
+// `catp browse`: the browser. A window (Electron when its binary is present, else a Chromium `--app` window),
+// or headless (`--headless`, playwright-core driving Chromium) that exits when the page completes. Without a
+// URL it serves the bundled demo site with the embedded reference server behind an in-process lossy relay.
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import {
+  chromiumAvailable,
+  openAppWindow,
+  openHeadless,
+  serializeDump,
+  startBrowserSession,
+  startLossyRelay,
+  type LossyRelay,
+  type Transport,
+} from '../../app/browser';
+import { packageRoot } from '../../native';
+import { parseTarget } from '../../protocol/dhttp';
+import { startServer, type DhttpServer } from '../../server';
+import { intOption, parse, UsageError, type Io } from '../args';
+
+const HELP = `usage: catp browse [URL] [options]
+
+Opens the browser on URL (dhttp://, dhttpt:// or http://). Without URL: the bundled demo site, served by the
+embedded reference server behind an in-process UDP relay that loses datagrams, so out-of-order painting shows.
+
+options:
+      --headless          load URL in the same renderer without a window; exit when the page completes
+      --dump-dom FILE     (headless) write parse5's serialization of the rendered page's tree
+      --record FILE       (headless) write the load record (visible updates, arrivals, silent time, floor)
+      --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
+      --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
+      --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
+      --shell S           auto (default: Electron if its binary is present, else Chromium) | electron | chromium
+      --timeout MS        headless: give up after MS (default 60000)
+  -h, --help              show this help
+`;
+
+const options = {
+  headless: { type: 'boolean' },
+  'dump-dom': { type: 'string' },
+  record: { type: 'string' },
+  transport: { type: 'string' },
+  loss: { type: 'string' },
+  rate: { type: 'string' },
+  shell: { type: 'string' },
+  timeout: { type: 'string' },
+  seed: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** The Electron binary's path when it is installed (require('electron') gives it), else null. */
+export function electronBinary(): string | null {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const p = require('electron') as unknown;
+    return typeof p === 'string' && existsSync(p) ? p : null;
+  } catch {
+    return null;
+  }
+}
+
+function parseLoss(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0 || n > 0.9) throw new UsageError(`--loss must be a number from 0 to 0.9, got '${v}'`);
+  return n;
+}
+
+export async function browse(argv: string[], io: Io, signal?: AbortSignal): Promise<number> {
+  const { values, positionals } = parse(argv, options);
+  if (values.help) {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError('expected at most one URL');
+  const transportArg = values.transport ?? 'catp';
+  if (!['catp', 'inorder', 'tcp'].includes(transportArg)) throw new UsageError(`--transport must be catp, inorder or tcp, got '${transportArg}'`);
+  const shellArg = values.shell ?? 'auto';
+  if (!['auto', 'electron', 'chromium'].includes(shellArg)) throw new UsageError(`--shell must be auto, electron or chromium`);
+  if (!values.headless && (values['dump-dom'] || values.record)) throw new UsageError('--dump-dom and --record need --headless');
+  const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
+  const timeoutMs = intOption(values.timeout, 'timeout', 100, 3_600_000) ?? 60_000;
+  const seed = intOption(values.seed, 'seed', 0, 2 ** 31) ?? (Date.now() & 0x7fffffff);
+  let loss = parseLoss(values.loss);
+
+  // ---- what to load: a URL, or the demo site --------------------------------------------------------
+  let server: DhttpServer | null = null;
+  let relay: LossyRelay | null = null;
+  let url: string;
+  let effectiveRate = rate;
+  const cleanup: (() => Promise<void>)[] = [];
+  if (positionals.length === 0) {
+    loss ??= 0.1;
+    effectiveRate ??= 40_000;
+    const root = join(packageRoot(), 'demo', 'site');
+    server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: effectiveRate } });
+    const s = server;
+    cleanup.push(() => s.close());
+    url = `dhttp://127.0.0.1:${server.port}/index.html`;
+  } else {
+    url = positionals[0]!;
+    if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) url = `dhttp://${url}`;
+  }
+  if (transportArg === 'tcp') url = url.replace(/^dhttpt?:\/\//i, 'http://');
+  const target = parseTarget(url);
+  if (loss !== undefined && loss > 0 && target.scheme === 'dhttp') {
+    const host = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
+    // the demo also gets 40 ms each way, so frames after a lost one arrive before its repair (visible out of order)
+    relay = await startLossyRelay(target.port, { loss, seed, host: host === 'localhost' ? '127.0.0.1' : host, delayMs: server ? 40 : 0 });
+    const r = relay;
+    cleanup.unshift(() => r.close());
+    url = url.replace(`${target.host}:${target.port}`, `${target.host}:${relay.port}`);
+  }
+  const link = relay ? `relay :${relay.port} losing ${(loss! * 100).toFixed(0)}% each way${server ? ', +40 ms each way' : ''}` : 'no added loss';
+  const pace = effectiveRate ? `paced at ${effectiveRate} B/s` : 'server pace';
+  const transport: Transport = transportArg === 'tcp' ? 'tcp' : (transportArg as Transport);
+  const serviceOptions = {
+    defaultTransport: (transportArg === 'inorder' ? 'inorder' : 'catp') as 'catp' | 'inorder',
+    ...(effectiveRate !== undefined ? { rateBytesPerSec: effectiveRate } : {}),
+    loadTimeoutMs: timeoutMs,
+    // under added loss a first request and its resend can both be lost: wait longer before falling back to HTTP
+    hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: relay ? 8 : 2, maxResends: relay ? 8 : 4 } },
+  };
+  const done = async () => {
+    for (const c of cleanup) await c().catch(() => undefined);
+  };
+
+  try {
+    if (values.headless) {
+      return await headless(url, transport, serviceOptions, values['dump-dom'], values.record, timeoutMs, io);
+    }
+    const electron = shellArg === 'chromium' ? null : electronBinary();
+    if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it)");
+    io.stdout.write(`catp browse: ${url} (${transport}, ${link}, ${pace})\n`);
+    if (electron) {
+      io.stdout.write(`catp browse: shell = Electron (${electron})\n`);
+      const child = spawn(electron, [join(packageRoot(), 'dist', 'electron', 'main.js'), url], {
+        stdio: 'inherit',
+        env: { ...process.env, CATP_TRANSPORT: transport, ...(effectiveRate ? { CATP_RATE: String(effectiveRate) } : {}) },
+      });
+      const code = await new Promise<number>((ok) => {
+        child.once('exit', (c) => ok(c ?? 0));
+        signal?.addEventListener('abort', () => child.kill(), { once: true });
+      });
+      return code;
+    }
+    if (!chromiumAvailable()) throw new Error('neither Electron nor Chromium (/usr/bin/chromium) is available');
+    io.stdout.write('catp browse: shell = Chromium window (Electron binary not present); close the window or press Ctrl-C to quit\n');
+    const session = await startBrowserSession({ ...serviceOptions, shell: 'chromium-window' });
+    const win = openAppWindow(session.shell.appUrl);
+    session.service.whenReady(30_000).then(
+      () => session.service.navigate(url, transport),
+      (err: Error) => io.stderr.write(`catp browse: ${err.message}\n`),
+    );
+    await new Promise<void>((ok) => {
+      const stop = () => ok();
+      void win.exited.then(stop);
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      signal?.addEventListener('abort', stop, { once: true });
+    });
+    await win.close();
+    await session.close();
+    return 0;
+  } finally {
+    await done();
+  }
+}
+
+async function headless(
+  url: string,
+  transport: Transport,
+  serviceOptions: Parameters<typeof startBrowserSession>[0],
+  dumpDom: string | undefined,
+  recordFile: string | undefined,
+  timeoutMs: number,
+  io: Io,
+): Promise<number> {
+  const session = await startBrowserSession({ ...serviceOptions, shell: 'headless' });
+  let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
+  try {
+    page = await openHeadless(session.shell.appUrl);
+    await session.service.whenReady(30_000);
+    const loadId = session.service.navigate(url, transport);
+    const record = await session.service.recordOf(loadId, timeoutMs + 5000);
+    if (dumpDom) {
+      const tree = await session.service.requestDump();
+      if (tree) writeFileSync(resolve(dumpDom), serializeDump(tree));
+    }
+    if (recordFile) writeFileSync(resolve(recordFile), JSON.stringify(record, null, 1));
+    io.stdout.write(
+      `catp browse: ${record.outcome} ${url} (${record.transport}): silent time ${record.silentTimeMs.toFixed(1)} ms, ` +
+        `network floor ${record.networkFloorMs.toFixed(1)} ms, first paint ${record.firstPaintMs?.toFixed(1) ?? '-'} ms, ` +
+        `complete ${record.completeMs?.toFixed(1) ?? '-'} ms, ${record.arrivals.length} frames, ${record.updates.length} visible updates\n`,
+    );
+    if (record.outcome !== 'complete') io.stderr.write(`catp browse: ${record.error ?? record.outcome}\n`);
+    return record.outcome === 'complete' ? 0 : 1;
+  } finally {
+    await page?.close();
+    await session.close();
+  }
+}

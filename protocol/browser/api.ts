@@ -1,0 +1,189 @@
+// The browser API between the renderer and the host: one typed contract, independent of the transport that
+// carries it (a WebSocket for the Chromium-window shell, Electron IPC for the Electron shell, a direct call
+// in tests) — VS Code's `base/parts/ipc` idea. Commands go renderer → host, events host → renderer.
+//
+// It lives in protocol/ (pure types, constants and a validator, no IO) so that both sides may import it: the
+// renderer as types only; `isCommand` below is the host's gate for untrusted command objects.
+import type { CatpAttr, DocumentMode } from '../catp/skeleton';
+
+/** How a page is fetched and painted. */
+export type Transport =
+  /** dhttp:// HTML as CATP frames, painted out of order (default for dhttp://). */
+  | 'catp'
+  /** dhttp:// HTML as raw datagrams, painted up to the first gap (the in-order UDP baseline). */
+  | 'inorder'
+  /** http:// HTTP/1.1, painted as the bytes arrive in order. */
+  | 'tcp'
+  /** dhttpt:// and non-HTML: the whole response, shown when it is complete. */
+  | 'whole';
+
+export const TRANSPORTS: readonly Transport[] = ['catp', 'inorder', 'tcp', 'whole'];
+
+/** The assembler's Skeleton in a JSON-able form (typed arrays and digests dropped). */
+export type WireNode =
+  | { k: 'e'; tag: string; ns: string; attrs: CatpAttr[]; children: WireNode[]; content?: WireNode[] }
+  | { k: 't'; v: string }
+  /** A slot: a text node filled from `parts` pieces; `blocks` lists the blocks that carry them. */
+  | { k: 's'; slot: number; parts: number; blocks: number[] }
+  | { k: 'c'; v: string }
+  | { k: 'd'; name: string; publicId: string; systemId: string };
+
+export interface WireSkeleton {
+  fragment: boolean;
+  mode: DocumentMode;
+  children: WireNode[];
+  slotCount: number;
+  blockCount: number;
+}
+
+export interface WireFill {
+  slot: number;
+  part: number;
+  parts: number;
+  text: string;
+}
+
+/** One arriving frame (or, for tcp, one arriving TCP chunk) as the renderer's timeline shows it. */
+export interface WireFrame {
+  /** Kernel receive time, epoch ms (CLOCK_REALTIME); falls back to the host's clock when unknown. */
+  atEpochMs: number;
+  seq: number | null;
+  kind: 'index' | 'data' | 'raw' | 'tcp' | null;
+  bytes: number;
+  accepted: boolean;
+  /** It made something new displayable (the network floor counts only these). */
+  useful: boolean;
+  /** Frames below the highest seq seen that have not arrived yet. */
+  missing: number;
+  /** Frames so far that arrived after a later one (filled a gap: a repair or a reordering). */
+  repaired: number;
+  received: number;
+  code?: string;
+}
+
+/** A JSON form of a DOM / parse5 tree, for --dump-dom (walked in the page, serialized by parse5 in the host). */
+export type DumpNode =
+  | { t: 'doc'; mode: DocumentMode; children: DumpNode[] }
+  | { t: 'el'; tag: string; ns: string; attrs: CatpAttr[]; children: DumpNode[]; content?: DumpNode[] }
+  | { t: 'text'; v: string }
+  | { t: 'comment'; v: string }
+  | { t: 'doctype'; name: string; publicId: string; systemId: string };
+
+export interface VisibleUpdate {
+  /** Epoch ms when the update reached the screen (the task after the frame that painted it). */
+  atEpochMs: number;
+  /** What it showed: 'skeleton', 'blocks' (count), 'bytes' (count), 'whole'. */
+  what: string;
+  count: number;
+}
+
+/** One load's silent-time record (DESIGN.md "Silent time"). Times are epoch ms unless named *Ms. */
+export interface LoadRecord {
+  version: 1;
+  url: string;
+  transport: Transport;
+  loadId: number;
+  requestAtEpochMs: number;
+  updates: VisibleUpdate[];
+  arrivals: WireFrame[];
+  /** Longest gap between consecutive visible updates, the first starting at the request (ms). */
+  silentTimeMs: number;
+  /** Where the longest silent gap starts and ends (epoch ms). */
+  silentGap: { from: number; to: number };
+  /** Longest gap between arrivals of useful frames, the first starting at the request (ms). */
+  networkFloorMs: number;
+  firstPaintMs: number | null;
+  completeMs: number | null;
+  /** Host-side completion (last frame / byte handed over), ms after the request. */
+  hostCompleteMs: number | null;
+  outcome: 'complete' | 'error' | 'stopped';
+  error?: string;
+}
+
+/** Commands, renderer → host. */
+export type BrowserCommand =
+  | { type: 'navigate'; url: string; transport?: Transport }
+  | { type: 'stop' }
+  | { type: 'reload' }
+  | { type: 'back' }
+  | { type: 'forward' }
+  /** The renderer's answer to `dump-request`. */
+  | { type: 'dump-tree'; requestId: number; tree: DumpNode | null }
+  /** The renderer finished a load (painted it all, or gave up) and hands over its record. */
+  | { type: 'load-record'; record: LoadRecord }
+  /** Save a record as JSON on the host (user action). */
+  | { type: 'save-record'; record: LoadRecord }
+  /** The renderer is ready for events (sent once per connection). */
+  | { type: 'ready' };
+
+export interface HistoryState {
+  canBack: boolean;
+  canForward: boolean;
+}
+
+/** Events, host → renderer. Every load event carries the load's id; a renderer ignores stale ids. */
+export type BrowserEvent =
+  | { type: 'hello'; hostEpochMs: number; version: 1; defaultTransport: Transport; shell: string }
+  | {
+      type: 'load-started';
+      loadId: number;
+      url: string;
+      transport: Transport;
+      /** The request's send time, epoch ms (CLOCK_REALTIME). */
+      requestAtEpochMs: number;
+      /** The URL the page frame loads (an empty document whose base URL resolves sub-resources via the host). */
+      viewUrl: string;
+      history: HistoryState;
+    }
+  /** The index is complete: build the page's tree now (slots empty, placeholders shown). */
+  | { type: 'skeleton'; loadId: number; skeleton: WireSkeleton }
+  /** One verified block: apply its fills. */
+  | { type: 'block-filled'; loadId: number; block: number; fills: WireFill[] }
+  /** In-order text (inorder / tcp): the next decoded characters of the page. */
+  | { type: 'text'; loadId: number; text: string; offset: number; total: number | null }
+  /** The record of one arriving frame (after the content events it caused, if any). */
+  | { type: 'frame'; loadId: number; frame: WireFrame }
+  /** A whole response (dhttpt://, non-HTML, or a server that answered without streaming). */
+  | { type: 'whole'; loadId: number; status: number; contentType: string; text: string; html: boolean; atEpochMs: number }
+  | { type: 'complete'; loadId: number; atEpochMs: number; counters: Record<string, number> }
+  | { type: 'error'; loadId: number; code: string; message: string; url: string }
+  | { type: 'stopped'; loadId: number }
+  | { type: 'dump-request'; requestId: number }
+  | { type: 'record-saved'; path: string };
+
+/** The object a shell hands to the renderer (the preload's `window.catp`, or the WebSocket client). */
+export interface BrowserApi {
+  send(command: BrowserCommand): void;
+  onEvent(listener: (event: BrowserEvent) => void): () => void;
+}
+
+/** Electron IPC channel names all start with this; the preload refuses anything else. */
+export const IPC_PREFIX = 'catp:';
+export const IPC_COMMAND = 'catp:command';
+export const IPC_EVENT = 'catp:event';
+
+const MAX_URL = 8192;
+
+/** The host's gate for a command from the renderer: shape-checked, bounded; anything else is refused. */
+export function isCommand(value: unknown): value is BrowserCommand {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  switch (c.type) {
+    case 'navigate':
+      return typeof c.url === 'string' && c.url.length <= MAX_URL &&
+        (c.transport === undefined || (typeof c.transport === 'string' && (TRANSPORTS as readonly string[]).includes(c.transport)));
+    case 'stop':
+    case 'reload':
+    case 'back':
+    case 'forward':
+    case 'ready':
+      return true;
+    case 'dump-tree':
+      return typeof c.requestId === 'number' && (c.tree === null || typeof c.tree === 'object');
+    case 'load-record':
+    case 'save-record':
+      return typeof c.record === 'object' && c.record !== null;
+    default:
+      return false;
+  }
+}

@@ -1,0 +1,157 @@
+// Shared set-up for the browser tests: the reference server on a temp copy of the demo site (+ corpus pages),
+// an optional lossy relay, a browser session (service + shell server) and headless Chromium (playwright-core)
+// on the renderer. Everything is torn down by close(): Chromium killed, temp dirs removed.
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { build } from 'esbuild';
+import { parse, serialize } from 'parse5';
+import type { Page } from 'playwright-core';
+
+import {
+  openHeadless,
+  serializeDump,
+  startBrowserSession,
+  startLossyRelay,
+  type BrowserSession,
+  type LoadRecord,
+  type LossyRelay,
+  type Transport,
+} from '../../app/browser';
+import { startServer, type DhttpServer } from '../../server';
+
+export const ROOT = join(__dirname, '..', '..');
+export const DEMO = join(ROOT, 'demo', 'site');
+export const ARTIFACTS = join(ROOT, 'test-artifacts');
+const CORPUS_DIR = process.env.CATP_CORPUS ?? join(ROOT, '..', 'shared', 'corpus');
+export const CORPUS_PAGES = ['wikipedia.html', 'nytimes-1.html', 'bbc-1.html', 'aktualne.html', 'archive-of-our-own.html']
+  .map((p) => join(CORPUS_DIR, 'real-pages', p))
+  .filter(existsSync)
+  .slice(0, 3);
+export const chromiumPresent = existsSync(process.env.CATP_CHROMIUM ?? '/usr/bin/chromium');
+
+let rendererBuilt: string | null = null;
+
+/** Bundles the renderer (esbuild, ~100 ms) into a temp dir so tests never run a stale dist/. */
+export async function buildRenderer(): Promise<string> {
+  if (rendererBuilt && existsSync(join(rendererBuilt, 'app.js'))) return rendererBuilt;
+  const out = mkdtempSync(join(tmpdir(), 'catp-renderer-'));
+  await build({ entryPoints: [join(ROOT, 'renderer', 'main.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'app.js'), logLevel: 'warning' });
+  cpSync(join(ROOT, 'renderer', 'index.html'), join(out, 'index.html'));
+  cpSync(join(ROOT, 'renderer', 'app.css'), join(out, 'app.css'));
+  rendererBuilt = out;
+  return out;
+}
+
+export interface Rig {
+  root: string;
+  server: DhttpServer;
+  relay: LossyRelay | null;
+  session: BrowserSession;
+  page: Page;
+  /** dhttp:// base URL (through the relay when there is one). */
+  base: string;
+  load(path: string, transport?: Transport, timeoutMs?: number): Promise<LoadRecord>;
+  loadUrl(url: string, transport?: Transport, timeoutMs?: number): Promise<LoadRecord>;
+  dump(): Promise<string>;
+  state(): Promise<ProbeState>;
+  close(): Promise<void>;
+}
+
+export interface ProbeState {
+  loadId: number;
+  url: string;
+  transport: string;
+  finished: boolean;
+  filledBlocks: number[];
+  blockCount: number;
+  missingSlots: number;
+  fallbacks: number;
+  arrivals: number;
+  updates: number;
+  record: LoadRecord | null;
+  hudSilent: string;
+}
+
+export interface RigOptions {
+  loss?: number;
+  seed?: number;
+  rate?: number;
+  /** One-way delay through the relay (ms): with a real RTT, later frames overtake the repair of a lost one. */
+  delayMs?: number;
+  drop?: (direction: 'toServer' | 'toClient', data: Buffer, index: number) => boolean | undefined;
+  extraFiles?: Record<string, string>;
+  width?: number;
+  height?: number;
+}
+
+export async function startRig(o: RigOptions = {}): Promise<Rig> {
+  const root = mkdtempSync(join(tmpdir(), 'catp-browser-site-'));
+  cpSync(DEMO, root, { recursive: true });
+  CORPUS_PAGES.forEach((p, i) => writeFileSync(join(root, `corpus-${i}.html`), readFileSync(p)));
+  for (const [name, body] of Object.entries(o.extraFiles ?? {})) {
+    mkdirSync(join(root, name, '..'), { recursive: true });
+    writeFileSync(join(root, name), body);
+  }
+  const server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: o.rate ?? 4_000_000 } });
+  const relay = o.loss ? await startLossyRelay(server.port, { loss: o.loss, seed: o.seed ?? 7, delayMs: o.delayMs ?? 0, ...(o.drop ? { drop: o.drop } : {}) }) : null;
+  const rendererDir = await buildRenderer();
+  const session = await startBrowserSession({
+    rendererDir,
+    shell: 'test-headless',
+    ...(o.rate ? { rateBytesPerSec: o.rate } : {}),
+    loadTimeoutMs: 45_000,
+    hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: o.loss ? 8 : 2, maxResends: 8 } },
+  });
+  const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900 });
+  await session.service.whenReady(20_000);
+  const base = `dhttp://127.0.0.1:${relay ? relay.port : server.port}`;
+  const rig: Rig = {
+    root,
+    server,
+    relay,
+    session,
+    page: head.page,
+    base,
+    loadUrl: async (url, transport, timeoutMs = 45_000) => {
+      const id = session.service.navigate(url, transport);
+      return session.service.recordOf(id, timeoutMs);
+    },
+    load: (path, transport, timeoutMs) => rig.loadUrl(`${base}/${path}`, transport, timeoutMs),
+    dump: async () => {
+      const tree = await session.service.requestDump();
+      if (!tree) throw new Error('no tree');
+      return serializeDump(tree);
+    },
+    state: async () => (await head.page.evaluate('window.__catp.state()')) as ProbeState,
+    close: async () => {
+      await head.close();
+      await session.close();
+      await relay?.close();
+      await server.close();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  return rig;
+}
+
+export function parse5Of(file: string): string {
+  return serialize(parse(readFileSync(file, 'utf8')));
+}
+
+export function artifact(name: string): string {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return join(ARTIFACTS, name);
+}
+
+/** Debian packages the browser tests need (checked so a missing one fails with a clear message). */
+export function xvfbRunPresent(): boolean {
+  try {
+    execFileSync('sh', ['-c', 'command -v xvfb-run'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
