@@ -1,0 +1,125 @@
+// Render benchmark: how long a CATP frame waits between its kernel receive timestamp and the paint that
+// shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded at full speed (no loss,
+// loopback) in the real renderer (`catp browse --headless --record`).
+//
+// Latency per block: the k-th useful data frame (arrival order = fill order) is shown by the first visible
+// update whose running count of painted blocks reaches k; latency = that update's paint time (rAF +
+// MessageChannel, epoch ms) - the frame's kernel receive time (CLOCK_REALTIME, epoch ms). Both clocks are
+// the wall clock, read in two processes: the figures carry that (sub-millisecond) uncertainty.
+// Fill throughput: blocks painted / (last block paint - first block paint).
+//
+//   npm run build && npm run bench:render -- --page wikipedia-2.html --runs 5
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import type { LoadRecord } from '../../protocol/browser/api';
+import { startServer } from '../../server';
+
+interface Options { page: string; runs: number; corpus: string; rate: number }
+
+function parseArgs(argv: string[]): Options {
+  const root = path.join(__dirname, '..', '..', '..');
+  const opts: Options = {
+    page: 'wikipedia-2.html',
+    runs: 5,
+    corpus: process.env.CATP_CORPUS ?? path.join(root, '..', 'shared', 'corpus'),
+    rate: 50_000_000,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--(page|runs|corpus|rate)(?:=(.*))?$/.exec(argv[i]);
+    if (!m) throw new Error(`unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S)`);
+    const v = m[2] ?? argv[++i];
+    if (m[1] === 'page' || m[1] === 'corpus') opts[m[1]] = v;
+    else {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n <= 0) throw new Error(`--${m[1]} needs a positive integer`);
+      opts[m[1] as 'runs' | 'rate'] = n;
+    }
+  }
+  return opts;
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+/** Per-block receive-to-paint latencies and the fill rate of one load record. */
+export function analyse(record: LoadRecord): { latencies: number[]; blocks: number; fillPerSec: number } {
+  const frames = record.arrivals.filter((f) => f.useful && f.kind === 'data');
+  const paints: number[] = [];
+  for (const u of record.updates) {
+    if (u.what !== 'blocks') continue;
+    for (let i = 0; i < u.count; i++) paints.push(u.atEpochMs);
+  }
+  const n = Math.min(frames.length, paints.length);
+  const latencies = Array.from({ length: n }, (_, k) => paints[k] - frames[k].atEpochMs).sort((a, b) => a - b);
+  const span = n > 1 ? (paints[n - 1] - paints[0]) / 1000 : 0;
+  return { latencies, blocks: n, fillPerSec: span > 0 ? n / span : NaN };
+}
+
+function browse(url: string, record: string): Promise<void> {
+  const entry = path.join(__dirname, '..', '..', '..', 'bin', 'catp.js');
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [entry, 'browse', '--headless', '--record', record, url], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`catp browse exited ${code}: ${err}`))));
+  });
+}
+
+async function main(): Promise<void> {
+  const opts = parseArgs(process.argv.slice(2));
+  const file = path.join(opts.corpus, 'real-pages', opts.page);
+  if (!fs.existsSync(file)) throw new Error(`${file} not found (set --corpus or CATP_CORPUS)`);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-render-'));
+  fs.copyFileSync(file, path.join(dir, opts.page));
+  const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: opts.rate, maxRateBytesPerSec: opts.rate } });
+  const all: number[] = [];
+  const rows: { run: number; blocks: number; p50: number; p95: number; max: number; fillPerSec: number; silentTimeMs: number; completeMs: number | null }[] = [];
+  const size = fs.statSync(file).size;
+  console.log(`render bench: ${opts.page} (${(size / 1e6).toFixed(2)} MB), ${opts.runs} loads, CATP at up to ${opts.rate.toLocaleString('en-US')} B/s, loopback, no loss`);
+  console.log('run  blocks  p50 ms  p95 ms  max ms  blocks/s  silent ms  complete ms');
+  try {
+    for (let run = 1; run <= opts.runs; run++) {
+      const rec = path.join(dir, `record-${run}.json`);
+      await browse(`dhttp://127.0.0.1:${server.port}/${opts.page}`, rec);
+      const record = JSON.parse(fs.readFileSync(rec, 'utf8')) as LoadRecord;
+      const a = analyse(record);
+      all.push(...a.latencies);
+      const row = {
+        run, blocks: a.blocks, p50: quantile(a.latencies, 0.5), p95: quantile(a.latencies, 0.95),
+        max: a.latencies.at(-1) ?? NaN, fillPerSec: a.fillPerSec, silentTimeMs: record.silentTimeMs, completeMs: record.completeMs,
+      };
+      rows.push(row);
+      console.log(`${String(run).padStart(3)}  ${String(row.blocks).padStart(6)}  ${row.p50.toFixed(1).padStart(6)}  ${row.p95.toFixed(1).padStart(6)}` +
+        `  ${row.max.toFixed(1).padStart(6)}  ${Math.round(row.fillPerSec).toLocaleString('en-US').padStart(8)}` +
+        `  ${row.silentTimeMs.toFixed(1).padStart(9)}  ${(row.completeMs ?? NaN).toFixed(1).padStart(11)}`);
+    }
+  } finally {
+    await server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  all.sort((a, b) => a - b);
+  const fills = rows.map((r) => r.fillPerSec).sort((a, b) => a - b);
+  const summary = {
+    blocks: all.length,
+    latencyMs: { p50: quantile(all, 0.5), p95: quantile(all, 0.95), max: all.at(-1) ?? NaN },
+    fillBlocksPerSec: { median: quantile(fills, 0.5) },
+  };
+  console.log(`\nall runs: receive-to-paint p50 ${summary.latencyMs.p50.toFixed(1)} ms, p95 ${summary.latencyMs.p95.toFixed(1)} ms, ` +
+    `max ${summary.latencyMs.max.toFixed(1)} ms over ${summary.blocks} blocks; fill ${Math.round(summary.fillBlocksPerSec.median).toLocaleString('en-US')} blocks/s (median run)`);
+  const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'render.json');
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), options: opts, pageBytes: size, summary, runs: rows }, null, 2)}\n`);
+  console.log(`wrote ${path.relative(process.cwd(), out)}`);
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exitCode = 1;
+  });
+}
