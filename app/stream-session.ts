@@ -63,7 +63,7 @@ function displayable(ev: StreamEvent): Displayable | null {
   }
 }
 
-/** How long a finished session keeps its request ID to repeat its final "complete" report. */
+/** How long a finished or failed session keeps its request ID, to repeat its final "complete" report. */
 const TAIL_MS = 3000;
 
 export class StreamSession {
@@ -119,13 +119,16 @@ export class StreamSession {
     const at = this.assembler.nextTimerAt();
     if (this.finishedAtMs === null) return at;
     const tailEnd = this.finishedAtMs + TAIL_MS;
-    return at === null ? null : Math.min(at, tailEnd);
+    return at === null ? tailEnd : Math.min(at, tailEnd);
   }
 
-  /** The page is done and the final reports have gone out (or the tail ran out): the ID can be released. */
+  /**
+   * The page is done and its tail has run out: the ID can be released. Until then frames still reach the
+   * assembler, which answers any that keep coming with another "complete" report: a lost one is repeated
+   * only that way, so releasing the ID early would leave the server resending until it gives up.
+   */
   drained(nowMs: number): boolean {
-    if (this.finishedAtMs === null) return false;
-    return this.assembler.nextTimerAt() === null || nowMs >= this.finishedAtMs + TAIL_MS;
+    return this.finishedAtMs !== null && nowMs >= this.finishedAtMs + TAIL_MS;
   }
 
   private drain(nowMs: number): StreamOutcome {

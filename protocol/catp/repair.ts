@@ -9,7 +9,7 @@
  *  - on a timer, `reportIntervalMs` after the last report or new frame, listing everything missing up to
  *    the end (this catches tail loss and lost reports);
  *  - once when the transfer completes (flag `complete`, so the sender stops), and again (bounded) if
- *    frames keep coming.
+ *    frames keep coming or, backing off, on a timer (the last report may be what was lost).
  * It gives up (CATP_ERR_STALLED) after `maxSilentReports` timer reports in a row with no new frame.
  *
  * Sender: paces datagrams at a rate (bytes/s, or frames/s), first pass in frame order (index first);
@@ -159,9 +159,21 @@ export class RepairReceiver {
     return base + this.reportIntervalMs;
   }
 
+  /**
+   * A lost "complete" report is repeated when more frames come, but if it was the last thing lost the sender
+   * has nothing left to send and nothing would come: so it is also repeated on a timer, backing off
+   * (reportIntervalMs, x2, x4 ...), up to maxCompleteReports in all.
+   */
+  private completeRepeatAt(): number {
+    return this.lastReportAt + this.reportIntervalMs * 2 ** Math.max(0, this.completeSent - 1);
+  }
+
   nextTimerAt(): number | null {
     if (this.error !== null || this.startedAt === null) return null;
-    if (this.complete) return this.completeDue ? Math.max(this.lastReportAt + this.minReportGapMs, this.echoAt) : null;
+    if (this.complete) {
+      if (this.completeDue) return Math.max(this.lastReportAt + this.minReportGapMs, this.echoAt);
+      return this.completeSent < this.maxCompleteReports ? this.completeRepeatAt() : null;
+    }
     let t = this.timerDue();
     if (this.gapDue) t = Math.min(t, this.lastReportAt + this.minReportGapMs);
     return t;
@@ -176,7 +188,9 @@ export class RepairReceiver {
   nextReport(nowMs: number): Uint8Array | null {
     if (this.error !== null || this.startedAt === null) return null;
     if (this.complete) {
-      if (!this.completeDue || nowMs < this.lastReportAt + this.minReportGapMs) return null;
+      const prompted = this.completeDue && nowMs >= this.lastReportAt + this.minReportGapMs;
+      const repeat = this.completeSent > 0 && this.completeSent < this.maxCompleteReports && nowMs >= this.completeRepeatAt();
+      if (!prompted && !repeat) return null;
       this.completeDue = false;
       this.completeSent++;
       return this.build(nowMs, true, []);

@@ -77,9 +77,11 @@ test('every page completes under 20% datagram loss and equals parse5\'s tree of 
     expect(records.every((r) => r.kernelAtMs === null || r.kernelAtMs >= 0)).toBe(true);
   }
   expect(relay.counts.dropped - dropsBefore).toBeGreaterThan(10); // the loss was real
-  // every session ended on the server after the client's "complete" report
-  const c = server.counters();
-  expect(c.catpCompleted).toBeGreaterThanOrEqual(pages().length - 1);
+  // every session ends on the server once the client's "complete" report arrives; the load resolves before
+  // that report is even sent, and 20% of reports are lost (the client repeats them), so wait for it
+  const until = Date.now() + 10_000;
+  while (server.counters().catpCompleted < pages().length && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  expect(server.counters().catpCompleted).toBe(pages().length);
 }, 120_000);
 
 test('in-order mode rebuilds the exact bytes under the same loss', async () => {
