@@ -17,6 +17,9 @@ import {
   parseTarget,
 } from '../protocol/dhttp';
 import { HostError } from './errors';
+import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
+import type { PayloadStore } from './payload-store';
+import type { DtdPolicyOptions } from '../protocol/dtd';
 import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
@@ -27,6 +30,8 @@ export const channels = {
   fallback: diagnostics.channel('dhttp:fallback'),
   dropped: diagnostics.channel('dhttp:dropped'),
   frame: diagnostics.channel('catp:frame'),
+  /** One message per DTD-tracked fetch: its DtdOutcome (mode, decision, why, bytes saved). */
+  dtd: diagnostics.channel('dtd:decision'),
 } as const;
 
 export interface FetchOptions {
@@ -35,6 +40,8 @@ export interface FetchOptions {
   body?: Uint8Array;
   /** Overall deadline; the client's own resend budget usually ends a request first. */
   timeoutMs?: number;
+  /** DTD for this fetch (default: on when the host has a store; only GETs without a body take part). */
+  dtd?: boolean;
 }
 
 export interface LoadOptions {
@@ -76,6 +83,8 @@ export interface FetchResult {
   completedAtMs: number;
   /** Kernel receive timestamp (CLOCK_REALTIME ns) of the last packet of the answer, when the endpoint saw one. */
   lastRxNs: bigint | null;
+  /** What DTD did (present when the host has a store and the fetch took part). */
+  dtd?: DtdOutcome;
 }
 
 export interface DhttpHostOptions {
@@ -86,6 +95,10 @@ export interface DhttpHostOptions {
   bind?: string;
   client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort'>>;
   acceptDeadlineMs?: number;
+  /** DTD payload store: with one, GETs announce-and-decide against it and every payload received goes in. */
+  store?: PayloadStore;
+  /** DTD policy (mode choice, link estimates, per-origin memory); used only with a store. */
+  dtd?: DtdPolicyOptions;
 }
 
 interface Pending {
@@ -95,6 +108,7 @@ interface Pending {
   startedAtMs: number;
   fellBack: boolean;
   timer: NodeJS.Timeout | undefined;
+  dtd?: DtdTrack;
 }
 
 interface Load {
@@ -302,6 +316,8 @@ function isLoopback(address: string): boolean {
 export interface HostCounters {
   lanes: { bind: string; udpPort: number; tcpPort: number; endpoint: EndpointCounters; client: ClientCounters }[];
   sendErrors: number;
+  /** DTD: requests by mode, hits, misses, bytes and time saved, the store's counters. */
+  dtd?: ReturnType<DtdAgent['counters']>;
 }
 
 /**
@@ -315,8 +331,12 @@ export class DhttpHost {
   private readonly addresses = new Map<string, string>();
   private sendErrors = 0;
   private closed = false;
+  /** DTD (with a store). */
+  readonly dtd: DtdAgent | null;
 
-  constructor(private readonly options: DhttpHostOptions = {}) {}
+  constructor(private readonly options: DhttpHostOptions = {}) {
+    this.dtd = options.store ? new DtdAgent(options.store, options.dtd) : null;
+  }
 
   /** The endpoint ports used for a bind address (opening the endpoint if needed), for tools and tests. */
   laneFor(bind: string): { udpPort: number; tcpPort: number; endpoint: Endpoint } {
@@ -410,19 +430,24 @@ export class DhttpHost {
       ? this.options.bind
       : isLoopback(address) ? address.includes(':') ? '::1' : '127.0.0.1' : '::';
     const lane = this.lane(bind);
+    const method = (options.method ?? 'GET').toUpperCase();
+    const dtd = this.dtd !== null && !streamed && options.dtd !== false
+      ? this.dtd.prepare(url, method, options.body !== undefined && options.body.length > 0)
+      : null;
     const startedAtMs = performance.now();
     const requestId = lane.client.request(
       {
         url,
         method: options.method ?? 'GET',
-        headers: options.headers ?? [],
+        headers: [...(options.headers ?? []), ...(dtd?.headers ?? [])],
         ...(options.body ? { body: options.body } : {}),
         streamed,
+        ...(dtd !== null && dtd.track.choice.mode !== 'plain' ? { dtd: true } : {}),
       },
       startedAtMs,
     );
     const answer = new Promise<FetchResult>((resolve, reject) => {
-      const entry: Pending = { url, resolve, reject, startedAtMs, fellBack: false, timer: undefined };
+      const entry: Pending = { url, resolve, reject, startedAtMs, fellBack: false, timer: undefined, ...(dtd ? { dtd: dtd.track } : {}) };
       if (options.timeoutMs !== undefined) {
         entry.timer = setTimeout(() => {
           lane.client.cancel(requestId, performance.now());
@@ -444,6 +469,16 @@ export class DhttpHost {
       case 'response': {
         const entry = this.take(event.requestId);
         if (!entry) return;
+        let dtd: DtdOutcome | undefined;
+        if (entry.dtd && this.dtd) {
+          try {
+            dtd = this.dtd.onResponse(entry.dtd, event.response, event.sentAtMs, event.receivedAtMs, event.channel);
+          } catch (err) {
+            entry.reject(err as Error);
+            return;
+          }
+          channels.dtd.publish(dtd);
+        }
         const result: FetchResult = {
           url: entry.url,
           requestId: event.requestId,
@@ -454,9 +489,27 @@ export class DhttpHost {
           startedAtMs: entry.startedAtMs,
           completedAtMs: performance.now(),
           lastRxNs: lane.lastRxNs,
+          ...(dtd ? { dtd } : {}),
         };
         channels.response.publish(result);
         entry.resolve(result);
+        return;
+      }
+      case 'dtd-announce': {
+        const entry = this.pending.get(event.requestId);
+        if (!entry?.dtd || !this.dtd) {
+          lane.client.dtdDecide(event.requestId, 'proceed', performance.now());
+          return;
+        }
+        const { decision, reason } = this.dtd.onAnnounce(entry.dtd, event);
+        const taken = lane.client.dtdDecide(event.requestId, decision, performance.now());
+        // Not taken: the body arrived right behind its announcement (abort mode on a fast link) and its
+        // 'response' event follows; it is used as it is.
+        if (!taken) entry.dtd.lateHit = decision === 'dont-bother';
+        if (decision === 'dont-bother' && taken) {
+          this.take(event.requestId);
+          void this.answerFromStore(lane, event, entry, reason);
+        }
         return;
       }
       case 'request-failed': {
@@ -492,6 +545,47 @@ export class DhttpHost {
     }
   }
 
+  /** A DTD hit: the answer is the announcement's head with the stored body; if the store lost it, refetch. */
+  private async answerFromStore(lane: Lane, event: Extract<ClientEvent, { type: 'dtd-announce' }>, entry: Pending, reason: string): Promise<void> {
+    const agent = this.dtd as DtdAgent;
+    const track = entry.dtd as DtdTrack;
+    let response: HttpResponse | null = null;
+    try {
+      response = await agent.fromStore(track);
+    } catch {
+      response = null;
+    }
+    if (response === null) {
+      // Evicted or corrupt since the lookup (the bad copy is gone now): fetch it again, without DTD.
+      agent.refetched(track);
+      try {
+        const again = await this.fetch(entry.url, { dtd: false });
+        const outcome: DtdOutcome = { ...agent.hit(track, reason), decision: 'refetched', decisionReason: 'the stored copy failed verification; fetched again', savedBytes: 0, savedMs: 0 };
+        channels.dtd.publish(outcome);
+        entry.resolve({ ...again, startedAtMs: entry.startedAtMs, dtd: outcome });
+      } catch (err) {
+        entry.reject(err as Error);
+      }
+      return;
+    }
+    const dtd = agent.hit(track, reason);
+    channels.dtd.publish(dtd);
+    const result: FetchResult = {
+      url: entry.url,
+      requestId: event.requestId,
+      response,
+      channel: event.channel,
+      resends: 0,
+      fellBack: entry.fellBack,
+      startedAtMs: entry.startedAtMs,
+      completedAtMs: performance.now(),
+      lastRxNs: lane.lastRxNs,
+      dtd,
+    };
+    channels.response.publish(result);
+    entry.resolve(result);
+  }
+
   noteSendError(_err: Error): void {
     this.sendErrors++;
   }
@@ -510,6 +604,7 @@ export class DhttpHost {
         client: lane.client.counters(),
       })),
       sendErrors: this.sendErrors,
+      ...(this.dtd ? { dtd: this.dtd.counters() } : {}),
     };
   }
 

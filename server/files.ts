@@ -4,6 +4,8 @@
 import { promises as fsp } from 'fs';
 import * as path from 'path';
 import type { HttpResponse } from '../protocol/dhttp/http1';
+import { formatDigest, formatReprDigest, wantedDigests } from '../protocol/dtd/digest-fields';
+import { DigestCache, type DigestCounters } from './digests';
 
 export interface FileRequest {
   method: string;
@@ -22,6 +24,13 @@ export interface FileServerOptions {
   cacheBytes?: number;
   /** Files larger than this are never cached. Default 4 MiB. */
   cacheEntryMaxBytes?: number;
+  /** sha-256 digests remembered (DTD). Default 65,536. */
+  digestCacheEntries?: number;
+}
+
+export interface HandleOptions {
+  /** Add Repr-Digest to a 200 even when the request has no Want-Repr-Digest (DTD-Mode implies it). */
+  reprDigest?: boolean;
 }
 
 export const ALLOWED_METHODS = 'GET, HEAD';
@@ -144,8 +153,10 @@ export class FileServer {
   private readonly cacheEntryMaxBytes: number;
   private readonly cache = new Map<string, CacheEntry>(); // real path -> entry; Map order = LRU order
   private cached = 0;
+  private readonly digests: DigestCache;
 
   private constructor(readonly root: string, opts: FileServerOptions) {
+    this.digests = new DigestCache(opts.digestCacheEntries ?? 65_536);
     this.maxFileBytes = opts.maxFileBytes ?? 64 * 1024 * 1024;
     this.cacheBytes = opts.cacheBytes ?? 32 * 1024 * 1024;
     this.cacheEntryMaxBytes = opts.cacheEntryMaxBytes ?? 4 * 1024 * 1024;
@@ -159,7 +170,7 @@ export class FileServer {
   }
 
   /** Answers one request. Never throws; file system trouble becomes 404/403/500. */
-  async handle(req: FileRequest): Promise<FileResponse> {
+  async handle(req: FileRequest, opts: HandleOptions = {}): Promise<FileResponse> {
     const method = req.method;
     if (method !== 'GET' && method !== 'HEAD') {
       return KNOWN_METHODS.has(method) ? simpleResponse(405, [['Allow', ALLOWED_METHODS]]) : simpleResponse(501);
@@ -167,7 +178,7 @@ export class FileServer {
     const r = resolveTarget(req.target);
     if (!r.ok) return simpleResponse(r.status);
     try {
-      return await this.serve(r.segments, r.trailingSlash, r.pathname, req);
+      return await this.serve(r.segments, r.trailingSlash, r.pathname, req, opts);
     } catch {
       return simpleResponse(500);
     }
@@ -188,7 +199,11 @@ export class FileServer {
     return this.inRoot(real) ? real : 403;
   }
 
-  private async serve(segments: string[], trailingSlash: boolean, pathname: string, req: FileRequest): Promise<FileResponse> {
+  digestCounters(): DigestCounters {
+    return this.digests.counters();
+  }
+
+  private async serve(segments: string[], trailingSlash: boolean, pathname: string, req: FileRequest, opts: HandleOptions): Promise<FileResponse> {
     const joined = path.join(this.root, ...segments);
     if (!this.inRoot(joined)) return simpleResponse(403);
     let real = await this.realInRoot(joined);
@@ -225,6 +240,13 @@ export class FileServer {
     if (body.length !== st.size) {
       // The file changed between stat and read; describe what we actually send.
       headers[1] = ['Content-Length', String(body.length)];
+    }
+    // DTD: representation digests (RFC 9530; RFC 3230 for clients that ask the old way), cached by file key.
+    const want = wantedDigests(req.headers);
+    if (want.repr || want.legacy || opts.reprDigest === true) {
+      const digest = this.digests.of(`${real}\0${etag}`, body);
+      if (want.repr || opts.reprDigest === true) headers.push(['Repr-Digest', formatReprDigest(digest)]);
+      if (want.legacy) headers.push(['Digest', formatDigest(digest)]);
     }
     return { status: 200, reason: reasonPhrase(200), headers, body };
   }

@@ -16,6 +16,8 @@ import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
 import { FileServer, resolveTarget, simpleResponse } from './files';
 import { CatpSessions, parseCatpMode, resolveCatpOptions, type CatpCounters, type CatpMode, type CatpOptions } from './catp';
+import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
+import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
 
 export interface ServerLimits {
   /** Simultaneous client-opened TCP connections. */
@@ -68,9 +70,11 @@ export interface ServerOptions {
   now?: () => number;
   /** CATP over UDP (see server/README.md): rates, session table, on/off. */
   catp?: CatpOptions;
+  /** DTD transfer suppression (see server/README.md): holds, timeouts, on/off. */
+  dtd?: DtdServerOptions;
 }
 
-export interface ServerCounters extends CatpCounters {
+export interface ServerCounters extends CatpCounters, DtdCounters {
   udpDatagrams: number;
   udpRequests: number;
   /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
@@ -163,6 +167,21 @@ function hasToken(value: string | undefined, token: string): boolean {
 }
 
 
+/** Where a held body goes when the client says PROCEED: the request's source and announced TCP port. */
+interface UdpHoldCtx {
+  rinfo: dgram.RemoteInfo;
+  otherPort: number;
+  id: Uint8Array;
+  idHex: string;
+}
+
+/** An announced body being written at once on a server-opened connection (abort / auto-proceed). */
+interface Sending {
+  ob: Outbound;
+  /** Handed to the kernel (the write callback ran). */
+  written: boolean;
+}
+
 /** A pooled connection the server opened to a client's TCP port. */
 interface Outbound {
   key: string;
@@ -173,8 +192,13 @@ interface Outbound {
 class Server implements DhttpServer {
   readonly port: number;
   readonly host: string;
-  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | keyof CatpCounters>;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | keyof CatpCounters | keyof DtdCounters>;
   private readonly catp: CatpSessions;
+  private readonly dtdC = newDtdCounters();
+  private readonly dtdEnabled: boolean;
+  private readonly holds: HoldTable<UdpHoldCtx>;
+  private readonly sending = new Map<string, Sending>();
+  private readonly holdSweep: NodeJS.Timeout;
   private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
   private readonly inbound = new Set<net.Socket>();
   private udpInFlight = 0;
@@ -190,8 +214,16 @@ class Server implements DhttpServer {
     host: string,
     port: number,
     catp: CatpOptions | undefined,
+    dtd: DtdServerOptions | undefined,
+    private readonly now: () => number,
   ) {
     this.catp = new CatpSessions(udp, catp);
+    this.dtdEnabled = dtd?.enabled ?? true;
+    this.holds = new HoldTable(dtd?.maxHolds ?? 4096, dtd?.holdTimeoutMs ?? 30_000, dtd?.recentMemory ?? 4096);
+    this.holdSweep = setInterval(() => {
+      this.dtdC.dtdHoldExpired += this.holds.expire(this.now());
+    }, Math.max(100, Math.min(1000, this.holds.holdTimeoutMs / 4)));
+    this.holdSweep.unref();
     this.host = host;
     this.port = port;
     this.c = {
@@ -239,6 +271,10 @@ class Server implements DhttpServer {
     return {
       ...this.c,
       ...this.catp.counters(),
+      ...this.dtdC,
+      ...this.files.digestCounters(),
+      dtdBadModes: { ...this.dtdC.dtdBadModes },
+      dtdBadDecisions: { ...this.dtdC.dtdBadDecisions },
       udpMalformed: { ...this.c.udpMalformed },
       tcpMalformed: { ...this.c.tcpMalformed },
       highLossMode: channel.highLossMode,
@@ -278,6 +314,11 @@ class Server implements DhttpServer {
       bump(this.c.udpMalformed, errorCode(e));
       return;
     }
+    if (isDecisionRequest(req)) {
+      // DTD PROCEED / DON'T-BOTHER on the ID of a request answered before: not a request, not in the loss ratio.
+      this.onDecision(req, dreq.id, dreq.resend, rinfo);
+      return;
+    }
     if (this.udpInFlight >= this.limits.maxUdpInFlight) {
       this.c.udpOverload++;
       return;
@@ -308,9 +349,18 @@ class Server implements DhttpServer {
     const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
     if (catpKey !== null && !this.catp.admit(catpKey)) return; // repeats a running session: its repair covers it
 
+    // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
+    const dtdKey = `${client}|${idHex}`;
+    const held = this.holds.get(dtdKey);
+    if (held !== undefined) {
+      this.sendAnswer(announcement(held.res, true), 'GET', id, idHex, rinfo, otherPort, resend);
+      return;
+    }
+    const dtdMode = this.dtdEnabled && mode === null ? readMode(req.headers, this.dtdC) : null;
+
     this.udpInFlight++;
     void this.files
-      .handle(req)
+      .handle(req, { reprDigest: dtdMode !== null })
       .then((res) => {
         if (catpKey !== null) this.catp.abandon(catpKey);
         if (this.closed) return;
@@ -319,11 +369,43 @@ class Server implements DhttpServer {
           this.chooser.sentUdp(resend);
           return;
         }
-        const http = serializeResponse(res, { head: req.method === 'HEAD' });
-        const decision = this.chooser.choose(ID_BYTES + http.length, resend);
-        const bytes = encodeResponse(id, http);
-        if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend);
-        else this.sendTcp(client, otherPort, idHex, bytes);
+        const plan = planFor(dtdMode, req.method, res);
+        if (plan === 'hold') {
+          if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex }, this.now())) {
+            this.dtdC.dtdAnnounced++;
+            this.dtdC.dtdHeld++;
+            this.sendAnswer(announcement(res, true), 'GET', id, idHex, rinfo, otherPort, resend);
+            return;
+          }
+          this.dtdC.dtdHoldRefused++;
+        }
+        if (plan !== 'none') {
+          const http = serializeResponse(res);
+          if (ID_BYTES + http.length > MAX_DATAGRAM_PAYLOAD) {
+            // Announce, then the body at once on the same server-opened connection; a DON'T-BOTHER (or the
+            // client closing that connection) cuts it short.
+            this.dtdC.dtdAnnounced++;
+            this.dtdC.dtdSentAtOnce++;
+            this.countPayload(res, 'GET');
+            const ann = encodeResponse(id, serializeResponse(announcement(res, false)));
+            const full = encodeResponse(id, http);
+            const bytes = new Uint8Array(ann.length + full.length);
+            bytes.set(ann, 0);
+            bytes.set(full, ann.length);
+            const entry: Sending = { ob: null as unknown as Outbound, written: false };
+            const ob = this.sendTcp(client, otherPort, idHex, bytes, () => {
+              entry.written = true; // handed to the kernel; its send queue can still be cut
+            });
+            if (ob !== null) {
+              entry.ob = ob;
+              this.sending.set(dtdKey, entry);
+              while (this.sending.size > this.holds.maxHolds) this.sending.delete(this.sending.keys().next().value as string);
+            }
+            return;
+          }
+          // One datagram: no announcement; the digest rides in the answer.
+        }
+        this.sendAnswer(res, req.method, id, idHex, rinfo, otherPort, resend);
       })
       .catch(() => {
         this.c.internalErrors++;
@@ -332,6 +414,75 @@ class Server implements DhttpServer {
         if (catpKey !== null) this.catp.abandon(catpKey);
         this.udpInFlight--;
       });
+  }
+
+  /** A full response (or an announcement) on the channel the chooser picks. */
+  private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean): void {
+    const http = serializeResponse(res, { head: method === 'HEAD' });
+    this.countPayload(res, method);
+    const decision = this.chooser.choose(ID_BYTES + http.length, resend);
+    const bytes = encodeResponse(id, http);
+    if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend);
+    else this.sendTcp(rinfo.address, otherPort, idHex, bytes);
+  }
+
+  private countPayload(res: HttpResponse, method: string): void {
+    if (method === 'HEAD' || res.body.length === 0) return;
+    this.dtdC.payloadBytesSent += res.body.length;
+    this.dtdC.payloadResponses++;
+  }
+
+  /** PROCEED / DON'T-BOTHER from a client (UDP). Hostile ones are counted by reason and dropped. */
+  private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo): void {
+    let decision;
+    try {
+      decision = parseDecision(req);
+    } catch (e) {
+      bumpCode(this.dtdC.dtdBadDecisions, errorCode(e));
+      return;
+    }
+    const idHex = idToHex(id);
+    const key = `${rinfo.address}|${idHex}`;
+    const hold = this.holds.decide(key, decision);
+    if (hold !== undefined) {
+      if (decision === 'proceed') {
+        this.dtdC.dtdProceeds++;
+        const ctx = hold.ctx;
+        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend);
+      } else {
+        this.dtdC.dtdDontBothers++;
+      }
+      return;
+    }
+    const sending = this.sending.get(key);
+    if (sending !== undefined) {
+      this.sending.delete(key);
+      if (decision === 'dont-bother') {
+        this.dtdC.dtdDontBothers++;
+        if (!sending.ob.socket.destroyed) {
+          // What is still queued (in Node or in the kernel) is discarded: cut the connection. The client
+          // closes its side too; answers queued behind on it are resent by their clients.
+          this.dtdC.dtdAborted++;
+          this.dropOutbound(sending.ob);
+        }
+      } else {
+        this.dtdC.dtdLateDecisions++;
+      }
+      return;
+    }
+    const past = this.holds.decided(key);
+    if (past !== undefined) {
+      if (past.decision === 'proceed' && decision === 'proceed' && resend) {
+        // Our body did not arrive: send it again, over TCP (it is an answer to a resend).
+        this.dtdC.dtdRepeatedProceeds++;
+        const ctx = past.ctx;
+        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true);
+      } else {
+        this.dtdC.dtdLateDecisions++;
+      }
+      return;
+    }
+    this.dtdC.dtdUnknownDecisions++;
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
@@ -374,7 +525,7 @@ class Server implements DhttpServer {
 
   // ------------------------------------------------ server-opened TCP (answers to UDP requests)
 
-  private sendTcp(client: string, port: number, idHex: string, bytes: Uint8Array): void {
+  private sendTcp(client: string, port: number, idHex: string, bytes: Uint8Array, onWritten?: () => void): Outbound | null {
     const key = `${client}|${port}`;
     let ob = this.pool.get(key);
     if (ob && !ob.socket.destroyed && ob.socket.writable) {
@@ -387,13 +538,15 @@ class Server implements DhttpServer {
     }
     if (ob.socket.writableLength + bytes.length > this.limits.outboundMaxQueued) {
       this.c.tcpOutboundDropped++;
-      return;
+      return null;
     }
     ob.socket.write(bytes, (err) => {
+      onWritten?.();
       if (err) return; // connect failure or reset: counted there; the client will resend
       this.c.tcpResponses++;
       this.chooser.sentTcp(client, idHex);
     });
+    return ob;
   }
 
   private openOutbound(key: string, client: string, port: number): Outbound {
@@ -454,7 +607,7 @@ class Server implements DhttpServer {
       this.c.tcpIdleTimeouts++;
       sock.destroy();
     });
-    new InboundConnection(sock, this.files, this.limits, {
+    new InboundConnection(sock, this.files, this.limits, this.dtdEnabled, this.dtdC, {
       malformed: (code) => {
         bump(this.c.tcpMalformed, code);
         if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
@@ -469,6 +622,9 @@ class Server implements DhttpServer {
     if (this.closing) return this.closing;
     this.closed = true;
     this.catp.close();
+    clearInterval(this.holdSweep);
+    this.holds.clear();
+    this.sending.clear();
     this.closing = new Promise<void>((resolve) => {
       let pending = 2;
       const done = () => {
@@ -503,6 +659,9 @@ type Parsed =
 /** A request datagram is at most 1460 bytes anyway; this only keeps the parser's bounds explicit. */
 const UDP_HTTP_LIMITS = { maxHeaderBytes: MAX_DATAGRAM_PAYLOAD, maxBodyBytes: MAX_DATAGRAM_PAYLOAD };
 
+/** DTD bodies held at once on one client-opened DHTTP connection; more are sent at once. */
+const HOLDS_PER_CONNECTION = 64;
+
 /** Bodies are never accepted (GET/HEAD only), so a client-opened connection may buffer at most this much. */
 const INBOUND_HTTP_LIMITS = { maxBodyBytes: 1024 * 1024 };
 
@@ -521,11 +680,16 @@ class InboundConnection {
   private stopParsing = false;
   private ended = false;
   private paused = false;
+  /** DTD: bodies held for a PROCEED on this connection, by request ID (bounded like the pipeline). */
+  private readonly holds = new Map<string, HttpResponse>();
+  private readonly decided = new Set<string>();
 
   constructor(
     private readonly sock: net.Socket,
     private readonly files: FileServer,
     private readonly limits: ServerLimits,
+    private readonly dtdEnabled: boolean,
+    private readonly dtd: ReturnType<typeof newDtdCounters>,
     private readonly hooks: ConnHooks,
   ) {
     sock.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -632,15 +796,65 @@ class InboundConnection {
       return;
     }
     const req = item.request;
-    const res: HttpResponse = await this.files.handle(req);
+    if (item.kind === 'dhttp' && isDecisionRequest(req)) {
+      this.decision(item.id, req);
+      return;
+    }
+    const dtdMode = item.kind === 'dhttp' && this.dtdEnabled ? readMode(req.headers, this.dtd) : null;
+    const res: HttpResponse = await this.files.handle(req, { reprDigest: dtdMode !== null });
     const head = req.method === 'HEAD';
     if (item.kind === 'dhttp') {
+      // On the client's own connection a body sent at once cannot be cut without cutting the requests behind
+      // it, so only `hold` changes anything here; otherwise the answer (with its digest) goes as usual.
+      const idHex = idToHex(item.id);
+      if (planFor(dtdMode, req.method, res) === 'hold' && this.holds.size < HOLDS_PER_CONNECTION) {
+        this.holds.set(idHex, res);
+        this.dtd.dtdAnnounced++;
+        this.dtd.dtdHeld++;
+        this.write(encodeResponse(item.id, serializeResponse(announcement(res, true))));
+        return;
+      }
+      this.countPayload(res, req.method);
       this.write(encodeResponse(item.id, serializeResponse(res, { head })));
       return;
     }
+    this.countPayload(res, req.method);
     const headers = res.headers.filter(([n]) => n.toLowerCase() !== 'connection');
     headers.push(['Connection', keepAlive(req) ? 'keep-alive' : 'close']);
     this.write(serializeResponse({ ...res, headers }, { head }));
+  }
+
+  private countPayload(res: HttpResponse, method: string): void {
+    if (method === 'HEAD' || res.body.length === 0) return;
+    this.dtd.payloadBytesSent += res.body.length;
+    this.dtd.payloadResponses++;
+  }
+
+  private decision(id: Uint8Array, req: HttpRequest): void {
+    let decision;
+    try {
+      decision = parseDecision(req);
+    } catch (e) {
+      bumpCode(this.dtd.dtdBadDecisions, errorCode(e));
+      return;
+    }
+    const idHex = idToHex(id);
+    const res = this.holds.get(idHex);
+    if (res === undefined) {
+      if (this.decided.has(idHex)) this.dtd.dtdLateDecisions++;
+      else this.dtd.dtdUnknownDecisions++;
+      return;
+    }
+    this.holds.delete(idHex);
+    this.decided.add(idHex);
+    if (this.decided.size > 256) this.decided.delete(this.decided.values().next().value as string);
+    if (decision === 'dont-bother') {
+      this.dtd.dtdDontBothers++;
+      return;
+    }
+    this.dtd.dtdProceeds++;
+    this.countPayload(res, 'GET');
+    this.write(encodeResponse(id, serializeResponse(res)));
   }
 
   private write(bytes: Uint8Array): void {
@@ -737,7 +951,7 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
       await closeTcp(tcp);
       continue;
     }
-    return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp);
+    return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp, opts.dtd, now);
   }
   throw lastErr instanceof Error ? lastErr : new Error('could not bind UDP and TCP on the same port');
 }

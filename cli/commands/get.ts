@@ -5,6 +5,8 @@ import { writeFile } from 'node:fs/promises';
 import { serialize } from 'parse5';
 
 import { DhttpHost, channels, type FetchResult, type FrameRecord, type LoadResult, type StreamEvent } from '../../app';
+import type { DtdOutcome } from '../../app/dtd';
+import { PayloadStore, defaultStoreDir } from '../../app/payload-store';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { intOption, parse, UsageError, type Io } from '../args';
 
@@ -34,6 +36,10 @@ options:
       --rate BYTES_PER_S   ask the server to pace --catp / --inorder frames at this rate
       --timeline FILE      with --catp / --inorder: one JSON line per arriving frame (arrival time, frame,
                            what became displayable)
+      --store DIR          DTD payload store (default ${defaultStoreDir().replace(/^.*\/\.cache\//, '~/.cache/')}):
+                           a payload already held (same site) is not transferred again; -v shows the
+                           DTD mode chosen (latency model), the decision taken and why
+      --no-store           no payload store, no DTD
   -h, --help               show this help
 
 Exit status: 0 on a 2xx/3xx answer, 1 on an error or a 4xx/5xx answer (reported on stderr), 2 on bad usage.
@@ -50,6 +56,8 @@ const options = {
   inorder: { type: 'boolean' },
   rate: { type: 'string' },
   timeline: { type: 'string' },
+  store: { type: 'string' },
+  'no-store': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -83,7 +91,9 @@ export async function get(argv: string[], io: Io): Promise<number> {
   if (mode !== null && !url.startsWith('dhttp://')) throw new UsageError(`--${mode} needs a dhttp:// URL`);
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
 
-  const host = new DhttpHost();
+  if (values.store !== undefined && values['no-store']) throw new UsageError('--store and --no-store exclude each other');
+  const store = values['no-store'] || mode !== null ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
+  const host = new DhttpHost(store ? { store } : {});
   const subscriptions: [diagnostics.Channel, (message: unknown) => void][] = [
     [channels.request, (m) => {
       const { requestId } = m as { requestId: string };
@@ -96,6 +106,7 @@ export async function get(argv: string[], io: Io): Promise<number> {
     }],
     [channels.fallback, (m) => log(`! falling back to plain HTTP/1.1 over TCP (${(m as { reason: string }).reason})`)],
     [channels.dropped, (m) => log(`! dropped input: ${JSON.stringify(m)}`)],
+    [channels.dtd, (m) => logDtd(m as DtdOutcome, log)],
   ];
   for (const [ch, fn] of subscriptions) ch.subscribe(fn);
   try {
@@ -122,7 +133,18 @@ export async function get(argv: string[], io: Io): Promise<number> {
     }
     for (const [ch, fn] of subscriptions) ch.unsubscribe(fn);
     host.close();
+    await store?.flush();
   }
+}
+
+function logDtd(o: DtdOutcome, log: (line: string) => void): void {
+  log(`  dtd: mode ${o.mode}: ${o.modeReason}`);
+  if (o.mode === 'plain') return;
+  const digest = o.digest === null ? 'no digest' : `sha-256 ${o.digest.slice(0, 16)}… (${o.digestSource ?? 'computed'})`;
+  const how = o.announced ? (o.held ? 'announced and held for our decision' : 'announced, body sent at once') : 'answered at once';
+  log(`  dtd: ${how}; ${digest}`);
+  const what = { hit: o.savedBytes > 0 || o.held ? "DON'T-BOTHER: served from the store" : 'in the store', miss: 'PROCEED / transferred', 'no-digest': 'transferred', 'not-eligible': 'not a payload', refetched: 'refetched', mismatch: 'refused' }[o.decision];
+  log(`  dtd: ${o.decision} — ${what}: ${o.decisionReason}` + (o.savedBytes > 0 ? `; saved ${o.savedBytes} bytes, ~${o.savedMs.toFixed(1)} ms` : ''));
 }
 
 async function writeAnswer(result: FetchResult, output: string | undefined, io: Io, log: (line: string) => void): Promise<number> {

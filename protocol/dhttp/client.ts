@@ -19,6 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
+import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 
 export interface DhttpClientOptions {
   /** Our UDP port (announced in requests sent over TCP). */
@@ -57,6 +58,12 @@ export interface RequestInit {
    * request stays outstanding until `endStream`. An ordinary HTTP answer still completes it as usual.
    */
   streamed?: boolean;
+  /**
+   * DTD (protocol/README.md, section DTD): the request carries a DTD-Mode field. An answer with a
+   * DTD-Announce field is then an announcement ('dtd-announce' event), not the final answer; the
+   * application answers it with `dtdDecide` (PROCEED / DON'T-BOTHER on the same request ID).
+   */
+  dtd?: boolean;
 }
 
 export interface Address {
@@ -91,7 +98,19 @@ export type ClientEvent =
   | { type: 'retry-over-tcp'; requestId: string }
   | { type: 'request-failed'; requestId: string; error: DhttpError }
   | { type: 'dropped'; channel: Channel; reason: string; requestId?: string }
-  | { type: 'stream-datagram'; requestId: string; data: Uint8Array; receivedAtMs: number; first: boolean };
+  | { type: 'stream-datagram'; requestId: string; data: Uint8Array; receivedAtMs: number; first: boolean }
+  | {
+      /** DTD: the server announced the answer (headers + digest, empty body); `held`: it waits for dtdDecide. */
+      type: 'dtd-announce';
+      requestId: string;
+      response: HttpResponse;
+      held: boolean;
+      length: number;
+      channel: Channel;
+      sentAtMs: number;
+      receivedAtMs: number;
+    }
+  | { type: 'dtd-decision-resend'; requestId: string; attempt: number };
 
 export interface ClientCounters {
   requests: number;
@@ -103,6 +122,8 @@ export interface ClientCounters {
   cancelled: number;
   dropped: { unknownId: number; duplicate: number; malformed: number; total: number };
   connections: { opened: number; inbound: number; closedByUs: number };
+  /** DTD: announcements received, decisions sent, transfers cut short, malformed announcements dropped. */
+  dtd: { announcements: number; proceeds: number; dontBothers: number; aborts: number; decisionResends: number; badAnnouncements: number };
 }
 
 /** 'H' of "HTTP/1.1 ...": a streamed request's datagram that starts otherwise is a stream datagram. */
@@ -154,6 +175,12 @@ interface Req {
   streamed: boolean;
   /** A stream datagram has arrived: the stream's own repair, not our resends, now drives it. */
   streaming: boolean;
+  /** DTD: asked with RequestInit.dtd; where the exchange stands. */
+  dtd: boolean;
+  dtdState: 'none' | 'held' | 'sending' | 'proceeded';
+  /** DTD: the inbound connection the announcement came on (an abort closes it). */
+  dtdConn: number | null;
+  hostHeader: string;
 }
 
 type ConnKind = 'dhttp-out' | 'http' | 'inbound';
@@ -211,6 +238,7 @@ export class DhttpClient {
     cancelled: 0,
     dropped: { unknownId: 0, duplicate: 0, malformed: 0, total: 0 },
     connections: { opened: 0, inbound: 0, closedByUs: 0 },
+    dtd: { announcements: 0, proceeds: 0, dontBothers: 0, aborts: 0, decisionResends: 0, badAnnouncements: 0 },
   };
 
   constructor(options: DhttpClientOptions) {
@@ -261,6 +289,7 @@ export class DhttpClient {
     if (getHeader(headers, 'host') === null) {
       headers.unshift(['Host', target.port === 80 ? target.host : `${target.host}:${target.port}`]);
     }
+    const hostHeader = getHeader(headers, 'host') as string;
     const http = serializeRequest({ method, target: target.path, headers, body });
     let id = newRequestId(this.opts.randomBytes);
     while (this.reqs.has(idToHex(id))) id = newRequestId(this.opts.randomBytes);
@@ -285,6 +314,10 @@ export class DhttpClient {
       cancelled: false,
       streamed: init.streamed === true,
       streaming: false,
+      dtd: init.dtd === true,
+      dtdState: 'none',
+      dtdConn: null,
+      hostHeader,
     };
     this.reqs.set(req.idHex, req);
     this.stats.requests++;
@@ -320,6 +353,87 @@ export class DhttpClient {
     const req = this.reqs.get(idHex.toLowerCase());
     if (req === undefined || !req.streamed) return false;
     this.finish(req);
+    return true;
+  }
+
+  /**
+   * DTD: answer a 'dtd-announce' with PROCEED (send the body; for a body already on its way nothing is
+   * sent) or DON'T-BOTHER (we hold the payload: the request ends here, no 'response' event follows, and a
+   * body already arriving on a server-opened connection is cut by closing that connection). The decision
+   * travels as a DHTTP request with the same ID, on the channel the request used. A PROCEED whose body does
+   * not come within the resend timeout is repeated with the resend flag ('dtd-decision-resend').
+   * Returns false when the request is not waiting for a decision.
+   */
+  dtdDecide(idHex: string, decision: Decision, nowMs: number): boolean {
+    const req = this.reqs.get(idHex.toLowerCase());
+    if (req === undefined || !req.dtd || (req.dtdState !== 'held' && req.dtdState !== 'sending')) return false;
+    const wasHeld = req.dtdState === 'held';
+    if (decision === 'proceed') {
+      this.stats.dtd.proceeds++;
+      req.dtdState = 'proceeded';
+      if (wasHeld) {
+        this.sendDecision(req, decision, false);
+        req.lastSendMs = nowMs;
+        req.deadline = nowMs + (req.state === 'udp' ? this.timeoutFor(req.resends) : this.opts.tcpTimeoutMs);
+      }
+      return true;
+    }
+    this.stats.dtd.dontBothers++;
+    this.sendDecision(req, decision, false);
+    const cut = !wasHeld && req.dtdConn !== null ? this.conns.get(req.dtdConn) : undefined;
+    this.finish(req);
+    if (cut !== undefined) {
+      this.stats.dtd.aborts++;
+      this.closeConn(cut, nowMs);
+    }
+    return true;
+  }
+
+  private sendDecision(req: Req, decision: Decision, resend: boolean): void {
+    const http = encodeDecision(req.hostHeader, decision);
+    if (req.state === 'tcp' && req.conn !== null) {
+      const conn = this.conns.get(req.conn);
+      if (conn !== undefined) this.write(conn, encodeRequest({ id: req.id, otherPort: this.opts.udpPort, resend, http }));
+      return;
+    }
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend, http });
+    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+  }
+
+  /** A DTD announcement arrived for `req`; false when the response is not one (an ordinary answer). */
+  private announced(req: Req, response: HttpResponse, channel: Channel, connKey: number | null, nowMs: number): boolean {
+    if (!req.dtd || getHeader(response.headers, 'dtd-announce') === null) return false;
+    let a: Announcement | null;
+    try {
+      a = parseAnnounce(response.headers);
+    } catch (e) {
+      this.stats.dtd.badAnnouncements++;
+      this.drop(channel, codeOf(e), 'malformed', req.idHex);
+      return true;
+    }
+    if (a === null) return false;
+    if (req.dtdState !== 'none') {
+      // A repeat (our request was resent). A lost PROCEED is repeated; anything else is a duplicate.
+      if (req.dtdState === 'proceeded' && a.held) this.sendDecision(req, 'proceed', true);
+      this.drop(channel, 'duplicate-announcement', 'duplicate', req.idHex);
+      return true;
+    }
+    this.stats.dtd.announcements++;
+    req.origin.knowledge = 'dhttp';
+    req.dtdState = a.held ? 'held' : 'sending';
+    req.dtdConn = channel === 'tcp' && connKey !== null && this.conns.get(connKey)?.kind === 'inbound' ? connKey : null;
+    // Waiting for the application's decision (or for the body that follows): no resend meanwhile.
+    req.deadline = nowMs + this.opts.tcpTimeoutMs;
+    this.events.push({
+      type: 'dtd-announce',
+      requestId: req.idHex,
+      response,
+      held: a.held,
+      length: a.length,
+      channel,
+      sentAtMs: req.sentAtMs,
+      receivedAtMs: nowMs,
+    });
     return true;
   }
 
@@ -366,6 +480,7 @@ export class DhttpClient {
       return;
     }
     req.origin.knowledge = 'dhttp';
+    if (this.announced(req, response, 'udp', null, nowMs)) return;
     if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp') {
       if (req.state === 'udp') {
         this.stats.retriesOverTcp++;
@@ -468,7 +583,14 @@ export class DhttpClient {
     due.sort((a, b) => (a.deadline as number) - (b.deadline as number));
     for (const req of due) {
       if (!this.reqs.has(req.idHex) || req.deadline === null || req.deadline > nowMs) continue;
-      if (req.state === 'udp' && req.conn === null && req.arrivingOn === null) {
+      if (req.dtdState === 'proceeded' && req.state === 'udp' && req.arrivingOn === null && req.resends < this.opts.maxResends) {
+        // Our PROCEED (or the body it asked for) was lost: say it again, flagged as a resend.
+        req.resends++;
+        this.stats.dtd.decisionResends++;
+        this.events.push({ type: 'dtd-decision-resend', requestId: req.idHex, attempt: req.resends });
+        this.sendDecision(req, 'proceed', true);
+        req.deadline = nowMs + this.timeoutFor(req.resends);
+      } else if (req.state === 'udp' && req.conn === null && req.arrivingOn === null && req.dtdState === 'none') {
         this.udpTimeout(req, nowMs);
       } else {
         this.fail(req, 'DHTTP_ERR_TIMEOUT', `no answer within ${this.opts.tcpTimeoutMs} ms`, nowMs);
@@ -555,6 +677,7 @@ export class DhttpClient {
       }
       req.origin.knowledge = 'dhttp';
       const r = item.response;
+      if (this.announced(req, r, 'tcp', conn.key, nowMs)) continue;
       if (r.status === 421 && (getHeader(r.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp' && req.state === 'udp') {
         this.stats.retriesOverTcp++;
         this.events.push({ type: 'retry-over-tcp', requestId: idHex });
@@ -712,9 +835,12 @@ export class DhttpClient {
     if (conn.kind === 'inbound') {
       // A partly received answer: resend over UDP at once (the resend flag makes the server use TCP).
       for (const req of this.reqs.values()) {
-        if (req.arrivingOn === conn.key) {
+        if (req.arrivingOn === conn.key || (req.dtdState === 'sending' && req.dtdConn === conn.key)) {
           req.arrivingOn = null;
           req.deadline = nowMs;
+          // DTD: a body announced as following on this connection will not come: ask again from scratch.
+          if (req.dtdState === 'sending') req.dtdState = 'none';
+          req.dtdConn = null;
         }
       }
       return;
@@ -853,5 +979,5 @@ function codeOf(e: unknown): string {
 }
 
 function structuredCloneCounters(c: ClientCounters): ClientCounters {
-  return { ...c, responses: { ...c.responses }, dropped: { ...c.dropped }, connections: { ...c.connections } };
+  return { ...c, responses: { ...c.responses }, dropped: { ...c.dropped }, connections: { ...c.connections }, dtd: { ...c.dtd } };
 }

@@ -6,9 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const CATP = join(__dirname, '..', '..', 'bin', 'catp.js');
-const run = (...args: string[]) => spawnSync(process.execPath, [CATP, ...args], { encoding: 'buffer', timeout: 20_000 });
-
 let dir: string;
+// `catp get` keeps a DTD payload store under $XDG_CACHE_HOME: keep the tests' one in their own temp dir.
+const env = () => ({ ...process.env, XDG_CACHE_HOME: join(dir, 'cache') });
+const run = (...args: string[]) => spawnSync(process.execPath, [CATP, ...args], { encoding: 'buffer', timeout: 20_000, env: env() });
+
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'catp-cli-'));
 });
@@ -44,7 +46,7 @@ test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose,
       });
       server.once('exit', (code) => fail(new Error(`serve exited ${code}`)));
     });
-    const viaUdp = spawnSync(process.execPath, [CATP, 'get', '--verbose', `dhttp://127.0.0.1:${port}/small.bin`], { timeout: 20_000 });
+    const viaUdp = spawnSync(process.execPath, [CATP, 'get', '--verbose', `dhttp://127.0.0.1:${port}/small.bin`], { timeout: 20_000, env: env() });
     expect(viaUdp.status).toBe(0);
     expect(Buffer.compare(viaUdp.stdout, small)).toBe(0);
     const log = viaUdp.stderr.toString();
@@ -52,13 +54,13 @@ test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose,
     expect(log).toMatch(/via UDP/);
 
     const out = join(dir, 'out.bin');
-    const viaTcp = spawnSync(process.execPath, [CATP, 'get', '-v', '-o', out, `dhttp://127.0.0.1:${port}/large.bin`], { timeout: 20_000 });
+    const viaTcp = spawnSync(process.execPath, [CATP, 'get', '-v', '-o', out, `dhttp://127.0.0.1:${port}/large.bin`], { timeout: 20_000, env: env() });
     expect(viaTcp.status).toBe(0);
     expect(viaTcp.stdout.length).toBe(0);
     expect(viaTcp.stderr.toString()).toMatch(/via TCP/);
     expect(readFileSync(out).equals(large)).toBe(true);
 
-    const missing = spawnSync(process.execPath, [CATP, 'get', `dhttp://127.0.0.1:${port}/missing`], { timeout: 20_000 });
+    const missing = spawnSync(process.execPath, [CATP, 'get', `dhttp://127.0.0.1:${port}/missing`], { timeout: 20_000, env: env() });
     expect(missing.status).toBe(1);
     expect(missing.stderr.toString()).toMatch(/404/);
   } finally {

@@ -1,0 +1,43 @@
+// sha-256 representation digests of served files (RFC 9530 Repr-Digest, RFC 3230 Digest), cached under the
+// same key as the file-contents cache (real path + ETag, which is size + mtime) plus the body length, so a
+// file that changes gets a new digest and a stale one is never served. LRU, bounded by entry count
+// (a digest is 32 bytes; 65,536 entries ≈ 6 MiB with the keys).
+import { createHash } from 'crypto';
+
+export function sha256(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(createHash('sha256').update(bytes).digest());
+}
+
+export interface DigestCounters {
+  digestsComputed: number;
+  digestCacheHits: number;
+}
+
+export class DigestCache {
+  private readonly map = new Map<string, Uint8Array>();
+  private computed = 0;
+  private hits = 0;
+
+  constructor(private readonly maxEntries = 65_536) {}
+
+  /** The digest of `body`, computed once per key. */
+  of(key: string, body: Uint8Array): Uint8Array {
+    const k = `${key}\0${body.length}`;
+    const hit = this.map.get(k);
+    if (hit !== undefined) {
+      this.hits++;
+      this.map.delete(k);
+      this.map.set(k, hit);
+      return hit;
+    }
+    const d = sha256(body);
+    this.computed++;
+    this.map.set(k, d);
+    while (this.map.size > this.maxEntries) this.map.delete(this.map.keys().next().value as string);
+    return d;
+  }
+
+  counters(): DigestCounters {
+    return { digestsComputed: this.computed, digestCacheHits: this.hits };
+  }
+}

@@ -1,0 +1,170 @@
+// Server side of DTD transfer suppression (protocol/README.md, section DTD): which requests get an
+// announcement, the table of held bodies waiting for PROCEED / DON'T-BOTHER, and the counters.
+//
+// Bounded: at most `maxHolds` bodies held (more: answered at once, counted `dtdHoldRefused`), each for at
+// most `holdTimeoutMs` (then dropped, `dtdHoldExpired`); the last `recentMemory` decided holds are
+// remembered so a repeated PROCEED (the client did not get the body) is answered again over TCP and a late
+// or repeated decision is recognised instead of counted as unknown.
+import type { HttpResponse } from '../protocol/dhttp/http1';
+import { DTD_ANNOUNCE_FIELD, formatAnnounce, parseDtdMode, type WireMode } from '../protocol/dtd/messages';
+
+export interface DtdServerOptions {
+  /** Answer DTD-Mode at all (default true). Digests are still sent when asked for. */
+  enabled?: boolean;
+  maxHolds?: number;
+  holdTimeoutMs?: number;
+  recentMemory?: number;
+}
+
+export interface DtdCounters {
+  /** Body bytes of full responses sent (all channels; HEAD and announcements excluded). */
+  payloadBytesSent: number;
+  /** Full responses sent with a body. */
+  payloadResponses: number;
+  dtdRequests: number;
+  dtdAnnounced: number;
+  dtdHeld: number;
+  /** Bodies sent at once after an announcement (abort mode / auto-proceed below the threshold). */
+  dtdSentAtOnce: number;
+  dtdProceeds: number;
+  dtdDontBothers: number;
+  /** DON'T-BOTHER while the body was still being written: the connection was cut. */
+  dtdAborted: number;
+  dtdRepeatedProceeds: number;
+  dtdLateDecisions: number;
+  dtdUnknownDecisions: number;
+  dtdHoldExpired: number;
+  dtdHoldRefused: number;
+  /** Malformed DTD-Mode fields / decision messages, by error code. */
+  dtdBadModes: Record<string, number>;
+  dtdBadDecisions: Record<string, number>;
+  digestsComputed: number;
+  digestCacheHits: number;
+}
+
+export function newDtdCounters(): Omit<DtdCounters, 'digestsComputed' | 'digestCacheHits'> {
+  return {
+    payloadBytesSent: 0,
+    payloadResponses: 0,
+    dtdRequests: 0,
+    dtdAnnounced: 0,
+    dtdHeld: 0,
+    dtdSentAtOnce: 0,
+    dtdProceeds: 0,
+    dtdDontBothers: 0,
+    dtdAborted: 0,
+    dtdRepeatedProceeds: 0,
+    dtdLateDecisions: 0,
+    dtdUnknownDecisions: 0,
+    dtdHoldExpired: 0,
+    dtdHoldRefused: 0,
+    dtdBadModes: {},
+    dtdBadDecisions: {},
+  };
+}
+
+export function bumpCode(rec: Record<string, number>, code: string): void {
+  rec[code] = (rec[code] ?? 0) + 1;
+}
+
+/** The body-less announcement of a response: same status and headers, DTD-Announce, Content-Length 0. */
+export function announcement(res: HttpResponse, held: boolean): HttpResponse {
+  const headers = res.headers.filter(([n]) => n.toLowerCase() !== 'content-length');
+  headers.push([DTD_ANNOUNCE_FIELD, formatAnnounce({ held, length: res.body.length })]);
+  return { status: res.status, reason: res.reason, headers, body: new Uint8Array(0) };
+}
+
+export type DtdPlan = 'none' | 'hold' | 'announce-and-send';
+
+/**
+ * What to do with a GET's answer under the request's DTD-Mode: hold it (proceed, body ≥ auto threshold),
+ * announce it and send the body at once (abort, or auto-proceed below the threshold), or nothing (not a
+ * 200 with a body, no DTD-Mode, or a malformed one — counted).
+ */
+export function planFor(mode: WireMode | null, method: string, res: HttpResponse): DtdPlan {
+  if (mode === null || method !== 'GET' || res.status !== 200 || res.body.length === 0) return 'none';
+  if (mode.mode === 'proceed' && res.body.length >= mode.autoBelowBytes) return 'hold';
+  return 'announce-and-send';
+}
+
+export function readMode(headers: HttpResponse['headers'], counters: ReturnType<typeof newDtdCounters>): WireMode | null {
+  try {
+    const m = parseDtdMode(headers);
+    if (m !== null) counters.dtdRequests++;
+    return m;
+  } catch (e) {
+    bumpCode(counters.dtdBadModes, (e as { code?: string }).code ?? 'DTD_ERR_BAD_MODE');
+    return null;
+  }
+}
+
+export interface Hold<T> {
+  res: HttpResponse;
+  at: number;
+  ctx: T;
+}
+
+/** Held bodies keyed by (client address, request ID), plus a memory of decided ones. */
+export class HoldTable<T> {
+  private readonly holds = new Map<string, Hold<T>>();
+  private readonly recent = new Map<string, { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' }>();
+
+  constructor(
+    readonly maxHolds: number,
+    readonly holdTimeoutMs: number,
+    readonly recentMemory: number,
+  ) {}
+
+  get size(): number {
+    return this.holds.size;
+  }
+
+  has(key: string): boolean {
+    return this.holds.has(key);
+  }
+
+  get(key: string): Hold<T> | undefined {
+    return this.holds.get(key);
+  }
+
+  /** false when the table is full. */
+  add(key: string, res: HttpResponse, ctx: T, now: number): boolean {
+    if (!this.holds.has(key) && this.holds.size >= this.maxHolds) return false;
+    this.holds.set(key, { res, at: now, ctx });
+    return true;
+  }
+
+  decide(key: string, decision: 'proceed' | 'dont-bother'): Hold<T> | undefined {
+    const h = this.holds.get(key);
+    if (h === undefined) return undefined;
+    this.holds.delete(key);
+    this.remember(key, h.res, h.ctx, decision);
+    return h;
+  }
+
+  remember(key: string, res: HttpResponse, ctx: T, decision: 'proceed' | 'dont-bother'): void {
+    this.recent.delete(key);
+    this.recent.set(key, { res, ctx, decision });
+    while (this.recent.size > this.recentMemory) this.recent.delete(this.recent.keys().next().value as string);
+  }
+
+  decided(key: string): { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' } | undefined {
+    return this.recent.get(key);
+  }
+
+  /** Drops holds older than the timeout; returns how many. */
+  expire(now: number): number {
+    let n = 0;
+    for (const [k, h] of this.holds) {
+      if (now - h.at < this.holdTimeoutMs) continue;
+      this.holds.delete(k);
+      n++;
+    }
+    return n;
+  }
+
+  clear(): void {
+    this.holds.clear();
+    this.recent.clear();
+  }
+}

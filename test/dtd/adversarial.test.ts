@@ -1,0 +1,202 @@
+// DTD against hostile peers: the cross-site probe of the DTD paper §10, a server that lies about digests,
+// and hostile PROCEED / DON'T-BOTHER messages and DTD-Mode fields sent to the reference server.
+import { createHash, randomBytes } from 'node:crypto';
+import dgram from 'node:dgram';
+
+import { startServer, type DhttpServer } from '../../server';
+import { DhttpHost } from '../../app';
+import { PayloadStore } from '../../app/payload-store';
+import {
+  decodeRequest,
+  encodeRequest,
+  encodeResponse,
+  idToHex,
+  newRequestId,
+  parseRequestDatagram,
+  serializeRequest,
+  serializeResponse,
+} from '../../protocol/dhttp';
+import { encodeDecision, formatAnnounce, formatReprDigest, isDecisionRequest } from '../../protocol/dtd';
+import { hostWithStore, payload, tempDir, writeServed } from './helpers';
+
+const NAUGHTY = payload(40_000);
+const HUMDRUM = payload(40_000);
+
+let rootA: ReturnType<typeof tempDir>;
+let rootB: ReturnType<typeof tempDir>;
+let siteA: DhttpServer;
+let nosy: DhttpServer;
+
+beforeAll(async () => {
+  rootA = tempDir('catp-dtd-a-');
+  rootB = tempDir('catp-dtd-b-');
+  writeServed(rootA.dir, 'naughty.gif', NAUGHTY);
+  // nosy.com answers its humdrum URL with the naughty payload's digest (it serves those bytes there).
+  writeServed(rootB.dir, 'humdrum.html', NAUGHTY);
+  writeServed(rootB.dir, 'control.html', HUMDRUM);
+  siteA = await startServer({ root: rootA.dir, port: 0 });
+  nosy = await startServer({ root: rootB.dir, port: 0 });
+});
+
+afterAll(async () => {
+  await siteA.close();
+  await nosy.close();
+  rootA.cleanup();
+  rootB.cleanup();
+});
+
+const wire = (s: DhttpServer) => {
+  const c = s.counters();
+  return { proceeds: c.dtdProceeds, dontBothers: c.dtdDontBothers, held: c.dtdHeld, bytes: c.payloadBytesSent, bad: c.dtdBadDecisions, unknown: c.dtdUnknownDecisions };
+};
+
+async function probe(scope: 'site' | 'any'): Promise<{ probe: ReturnType<typeof wire>; control: ReturnType<typeof wire>; decision: string | undefined; ms: number[] }> {
+  const store = tempDir('catp-dtd-probe-');
+  const { host } = await hostWithStore(store.dir, { forcedMode: 'proceed' }, { scope });
+  try {
+    await host.fetch(`dhttp://127.0.0.1:${siteA.port}/naughty.gif`); // Bob visits site A
+    const ms: number[] = [];
+    const w0 = wire(nosy);
+    const r = await host.fetch(`dhttp://127.0.0.1:${nosy.port}/humdrum.html`); // the probe
+    const w1 = wire(nosy);
+    await host.fetch(`dhttp://127.0.0.1:${nosy.port}/control.html`); // a payload Bob never had
+    const w2 = wire(nosy);
+    const diff = (a: ReturnType<typeof wire>, b: ReturnType<typeof wire>) => ({
+      proceeds: b.proceeds - a.proceeds, dontBothers: b.dontBothers - a.dontBothers, held: b.held - a.held, bytes: b.bytes - a.bytes, bad: {}, unknown: 0,
+    });
+    return { probe: diff(w0, w1), control: diff(w1, w2), decision: r.dtd?.decision, ms };
+  } finally {
+    host.close();
+    store.cleanup();
+  }
+}
+
+test('§10 cross-site probe: under the default scope the nosy server sees exactly what it sees for a true miss', async () => {
+  const { probe: p, control, decision } = await probe('site');
+  expect(decision).toBe('miss');
+  expect(p).toEqual({ proceeds: 1, dontBothers: 0, held: 1, bytes: NAUGHTY.length, bad: {}, unknown: 0 });
+  expect(p).toEqual({ ...control, bytes: HUMDRUM.length });
+});
+
+test('§10 cross-site probe: the decision is taken from memory in the same steps for "absent" and "other site"', async () => {
+  // The timing side: the decision for an out-of-scope digest must not cost more than for an absent one.
+  const store = tempDir('catp-dtd-timing-');
+  const s = await PayloadStore.open({ dir: store.dir });
+  const held = (await s.put(`dhttp://127.0.0.1:${siteA.port}/naughty.gif`, NAUGHTY)).digest;
+  const absent = createHash('sha256').update('never seen').digest();
+  const url = `dhttp://127.0.0.1:${nosy.port}/humdrum.html`;
+  const time = (d: Uint8Array) => {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < 20_000; i++) s.lookup(d, url);
+    return Number(process.hrtime.bigint() - t0) / 20_000;
+  };
+  time(held);
+  time(absent); // warm up
+  const a = Math.min(time(held), time(held), time(held));
+  const b = Math.min(time(absent), time(absent), time(absent));
+  expect(s.lookup(held, url).hit).toBe(false);
+  // Both are one Map lookup plus an array scan of ≤ 16 sites: well under a microsecond, far below network jitter.
+  expect(Math.abs(a - b)).toBeLessThan(1000);
+  store.cleanup();
+});
+
+test('§10 cross-site probe: a widened scope does honour the cross-site hit (the setting works; the leak is opt-in)', async () => {
+  const { probe: p, decision } = await probe('any');
+  expect(decision).toBe('hit');
+  expect(p.dontBothers).toBe(1);
+  expect(p.bytes).toBe(0);
+});
+
+/** A tiny DHTTP server over UDP that lies: it announces (or attaches) the digest of other bytes. */
+async function liar(kind: 'attached' | 'announced'): Promise<{ port: number; close: () => void }> {
+  const sock = dgram.createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
+  const truth = Buffer.from('the real body, 37 bytes of it here...');
+  const claimed = createHash('sha256').update('something else').digest();
+  const net = await import('node:net');
+  sock.on('message', (msg, rinfo) => {
+    const req = decodeRequest(msg);
+    const http = parseRequestDatagram(req.http);
+    const full = serializeResponse({ status: 200, reason: 'OK', headers: [['Repr-Digest', formatReprDigest(claimed)]], body: truth });
+    if (kind === 'attached' || isDecisionRequest(http)) {
+      if (isDecisionRequest(http)) {
+        // the body goes over TCP to the client's port, as a DHTTP server would for a proceed
+        const c = net.connect(req.otherPort, rinfo.address, () => c.end(encodeResponse(req.id, full)));
+        c.on('error', () => undefined);
+        return;
+      }
+      sock.send(encodeResponse(req.id, full), rinfo.port, rinfo.address);
+      return;
+    }
+    const ann = serializeResponse({
+      status: 200, reason: 'OK', headers: [['Repr-Digest', formatReprDigest(claimed)], ['DTD-Announce', formatAnnounce({ held: true, length: truth.length })]], body: new Uint8Array(0),
+    });
+    sock.send(encodeResponse(req.id, ann), rinfo.port, rinfo.address);
+  });
+  return { port: (sock.address() as { port: number }).port, close: () => sock.close() };
+}
+
+test.each(['attached', 'announced'] as const)('a server whose digest (%s) does not match its body is caught; the store stays clean', async (kind) => {
+  const srv = await liar(kind);
+  const store = tempDir('catp-dtd-liar-');
+  const { host, store: s } = await hostWithStore(store.dir, { forcedMode: 'proceed' });
+  try {
+    await expect(host.fetch(`dhttp://127.0.0.1:${srv.port}/x`)).rejects.toMatchObject({ code: 'DTD_ERR_DIGEST_MISMATCH' });
+    await s.flush();
+    expect(s.list()).toHaveLength(0);
+    expect(host.counters().dtd?.digestMismatches).toBe(1);
+  } finally {
+    host.close();
+    srv.close();
+    store.cleanup();
+  }
+});
+
+test('hostile decisions and DTD-Mode fields are dropped and counted by name; the server keeps serving', async () => {
+  const sock = dgram.createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
+  const send = (http: Uint8Array, id = newRequestId((n) => randomBytes(n))) =>
+    new Promise<void>((r) => sock.send(encodeRequest({ id, otherPort: 40000, resend: false, http }), nosy.port, '127.0.0.1', () => r()));
+  const text = (s: string) => new Uint8Array(Buffer.from(s, 'latin1'));
+  const before = nosy.counters();
+  await send(text('DTD * HTTP/1.1\r\nHost: h\r\n\r\n'));
+  await send(text('DTD * HTTP/1.1\r\nHost: h\r\nDTD-Decision: maybe\r\n\r\n'));
+  await send(text('DTD /humdrum.html HTTP/1.1\r\nHost: h\r\nDTD-Decision: proceed\r\n\r\n'));
+  await send(text('DTD * HTTP/1.1\r\nHost: h\r\nDTD-Decision: proceed\r\nDTD-Decision: dont-bother\r\n\r\n'));
+  await send(encodeDecision('h', 'proceed')); // well-formed, but names no held request: replay / spoof
+  await send(encodeDecision('h', 'dont-bother'));
+  await send(serializeRequest({ method: 'GET', target: '/humdrum.html', headers: [['Host', 'h'], ['DTD-Mode', 'hold-everything']], body: new Uint8Array(0) }));
+  await send(serializeRequest({ method: 'GET', target: '/humdrum.html', headers: [['Host', 'h'], ['DTD-Mode', 'proceed;auto=?1']], body: new Uint8Array(0) }));
+  await new Promise((r) => setTimeout(r, 200));
+  const after = nosy.counters();
+  expect((after.dtdBadDecisions.DTD_ERR_BAD_DECISION ?? 0) - (before.dtdBadDecisions.DTD_ERR_BAD_DECISION ?? 0)).toBe(4);
+  expect(after.dtdUnknownDecisions - before.dtdUnknownDecisions).toBe(2);
+  expect((after.dtdBadModes.DTD_ERR_BAD_MODE ?? 0) - (before.dtdBadModes.DTD_ERR_BAD_MODE ?? 0)).toBe(2);
+  expect(after.dtdProceeds).toBe(before.dtdProceeds);
+  sock.close();
+  const host = new DhttpHost();
+  try {
+    const r = await host.fetch(`dhttp://127.0.0.1:${nosy.port}/control.html`);
+    expect(Buffer.from(r.response.body).equals(HUMDRUM)).toBe(true);
+  } finally {
+    host.close();
+  }
+});
+
+test('a decision from another address cannot release or drop someone else\'s held body', async () => {
+  // Holds are keyed by (client address, ID): the same ID from elsewhere names nothing.
+  const store = tempDir('catp-dtd-spoof-');
+  const { host } = await hostWithStore(store.dir, { forcedMode: 'proceed' });
+  const before = nosy.counters().dtdUnknownDecisions;
+  const sock = dgram.createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(0, '127.0.0.2', () => r()));
+  host.laneFor('127.0.0.1');
+  const id = newRequestId((n) => randomBytes(n));
+  sock.send(encodeRequest({ id, otherPort: 40000, resend: false, http: encodeDecision('h', 'dont-bother') }), nosy.port, '127.0.0.1');
+  await new Promise((r) => setTimeout(r, 100));
+  expect(nosy.counters().dtdUnknownDecisions - before).toBe(1);
+  expect(idToHex(id)).toHaveLength(16);
+  sock.close();
+  host.close();
+  store.cleanup();
+});
