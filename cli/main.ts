@@ -4,6 +4,7 @@ import { link } from '../lab/link-cli';
 import { browse } from './commands/browse';
 import { get } from './commands/get';
 import { serve } from './commands/serve';
+import { silentTime } from './commands/silent-time';
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
@@ -12,6 +13,7 @@ const commands: Record<string, { run: Command; summary: string }> = {
   get: { run: get, summary: 'fetch a dhttp://, dhttpt:// or http:// URL and write the body' },
   browse: { run: browse, summary: 'open the browser (a window, or --headless) on a URL or the bundled demo site' },
   link: { run: link, summary: 'run a command over an emulated link (delay, rate, loss) to a second network namespace' },
+  'silent-time': { run: silentTime, summary: 'measure silent time of page loads per transport and loss through the emulated link' },
 };
 
 function usage(): string {

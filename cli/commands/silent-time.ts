@@ -1,0 +1,183 @@
+// `catp silent-time`: silent time of page loads through the emulated link, per transport and loss
+// (lab/silent-time/). The measurement lives in lab/silent-time; this is its command line.
+import * as fs from 'node:fs';
+
+import { writeChart } from '../../lab/silent-time/chart';
+import { generatedPages, pagesFromPaths, parseSize, type PageSpec } from '../../lab/silent-time/pages';
+import { formatCsv, formatJson, formatTable, summarize } from '../../lab/silent-time/report';
+import { runSilentTime, type Progress } from '../../lab/silent-time/run';
+import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
+import { labSupport } from '../../lab/link';
+import { parse, UsageError, type Io } from '../args';
+
+const HELP = `usage: catp silent-time [PAGE|DIR ...] [--sizes 10k,50k] [options]
+
+Loads each page through the emulated link (lab/, real kernel packets, real loss) once per transport,
+loss rate and repetition, and measures the user's silent time: the longest gap between visible updates
+(frames that differ from the previous one in any pixel, taken from the browser's compositor), the first
+gap starting when the request left. Beside it: the network floor (longest gap between arrivals of useful
+packets, from the emulator's per-packet log) and D/(1-p) (CATP paper section 2).
+
+pages:
+  PAGE|DIR             HTML files, or directories (every .html under them: demo/site, a corpus)
+  --sizes LIST         generated pages of these sizes, e.g. 10k,50k (text only, fits the viewport)
+link:
+  --loss LIST          loss rates, both directions (default 0,0.05,0.1,0.2)
+  --delay MS           one-way propagation delay (default 10)
+  --rate B/S           bottleneck rate in IP bytes/s (default 10000, as in the paper)
+  --burst LEN          bursty loss: Gilbert-Elliott with mean burst LEN packets at the same mean loss
+  --queue BYTES        bottleneck queue (default the emulator's: max(15000, 200 ms at the rate))
+  --seed N             base seed (default 1); load (page i, loss j, rep r) uses seed + (i*losses + j)*reps + r,
+                       the same for every transport, so all transports meet the same drop pattern
+measurement:
+  --transports LIST    ${TRANSPORTS.join(',')} (default chromium); catp, inorder and tcp run
+                       'catp browse --headless --record FILE --transport X URL' in the client namespace
+  --reps N             loads per (page, transport, loss) (default 5)
+  --server KIND        origin server on the server side: catp (the reference server, default) or nginx
+  --viewport WxH       browser viewport (default 1280x800); only what is in it counts as on screen
+  --timeout S          give up on one load after S seconds (default 120)
+  --settle MS          keep capturing after the load event (default 1000)
+output:
+  --json FILE          every load and the summary
+  --csv FILE           the summary table
+  --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
+  -q, --quiet          no progress on stderr
+  -h, --help           show this help
+
+Needs root or unprivileged user namespaces (see lab/README.md), Chromium, python3 (packet capture).
+example:
+  catp silent-time --sizes 10k,50k --loss 0,0.05,0.1,0.2 --reps 20 --transports chromium --chart fig7.svg
+`;
+
+const options = {
+  sizes: { type: 'string' },
+  loss: { type: 'string' },
+  delay: { type: 'string' },
+  rate: { type: 'string' },
+  burst: { type: 'string' },
+  queue: { type: 'string' },
+  seed: { type: 'string' },
+  transports: { type: 'string' },
+  reps: { type: 'string' },
+  server: { type: 'string' },
+  viewport: { type: 'string' },
+  timeout: { type: 'string' },
+  settle: { type: 'string' },
+  json: { type: 'string' },
+  csv: { type: 'string' },
+  chart: { type: 'string' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function num(v: string | undefined, name: string, min: number, max: number, dflt: number, integer = false): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`--${name} must be ${integer ? 'a whole number' : 'a number'} from ${min} to ${max}, got '${v}'`);
+  }
+  return n;
+}
+
+function list(v: string | undefined): string[] | undefined {
+  return v?.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+function fmtDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
+}
+
+/** Progress on stderr: a bar with an ETA on a terminal, one plain line per finished load otherwise. */
+export function progressReporter(stream: NodeJS.WritableStream, tty: boolean, start = Date.now()): (p: Progress) => void {
+  return (p) => {
+    const elapsed = Date.now() - start;
+    const eta = p.done > 0 ? (elapsed / p.done) * (p.total - p.done) : NaN;
+    const what = `${p.page} ${p.transport} loss ${p.loss} rep ${p.rep + 1}`;
+    if (tty) {
+      const width = 24;
+      const fill = Math.round((p.done / p.total) * width);
+      const bar = `[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${p.done}/${p.total} ${Math.floor((100 * p.done) / p.total)}% ETA ${Number.isNaN(eta) ? '?' : fmtDuration(eta)}`;
+      stream.write(`\r\x1b[K${bar}  ${p.finished ? '' : what}`);
+      if (p.finished && p.done === p.total) stream.write('\r\x1b[K');
+    } else if (p.finished) {
+      const r = p.result;
+      const res = r?.ok ? `silent ${r.silentMs?.toFixed(0)} ms, floor ${r.floorMs?.toFixed(0) ?? '-'} ms, complete ${r.completionMs?.toFixed(0)} ms` : `failed: ${r?.error ?? '?'}`;
+      stream.write(`silent-time: ${p.done}/${p.total} ${what}: ${res} (elapsed ${fmtDuration(elapsed)}, ETA ${Number.isNaN(eta) ? '?' : fmtDuration(eta)})\n`);
+    }
+  };
+}
+
+export async function silentTime(argv: string[], io: Io): Promise<number> {
+  const { values, positionals } = parse(argv, options);
+  if (values.help) {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  const losses = (list(values.loss) ?? ['0', '0.05', '0.1', '0.2']).map((s) => num(s, 'loss', 0, 0.99, 0));
+  const sizes = (list(values.sizes) ?? []).map((s) => {
+    try {
+      return parseSize(s);
+    } catch (err) {
+      throw new UsageError(`--sizes: ${(err as Error).message}`);
+    }
+  });
+  const transportNames = list(values.transports) ?? ['chromium'];
+  const transports = transportNames.map((t) => {
+    try {
+      return transportByName(t);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  });
+  const server = values.server ?? 'catp';
+  if (server !== 'catp' && server !== 'nginx') throw new UsageError(`--server must be catp or nginx, got '${server}'`);
+  if (server === 'nginx' && transports.some((t) => t.name !== 'chromium')) throw new UsageError('--server nginx speaks HTTP only: it serves the chromium transport alone');
+  let viewport = { width: 1280, height: 800 };
+  if (values.viewport !== undefined) {
+    const m = /^(\d+)x(\d+)$/.exec(values.viewport);
+    if (!m || Number(m[1]) < 100 || Number(m[2]) < 100 || Number(m[1]) > 4000 || Number(m[2]) > 4000) throw new UsageError(`--viewport takes WxH (100 to 4000), got '${values.viewport}'`);
+    viewport = { width: Number(m[1]), height: Number(m[2]) };
+  }
+  const burstLen = values.burst !== undefined ? num(values.burst, 'burst', 1, 1000, 1) : undefined;
+  const reps = num(values.reps, 'reps', 1, 100000, 5, true);
+  const seed = num(values.seed, 'seed', 0, 2 ** 48, 1, true);
+  const delayMs = num(values.delay, 'delay', 0, 60000, 10);
+  const rate = num(values.rate, 'rate', 0, 1e11, 10000, true);
+  const queueBytes = values.queue !== undefined ? num(values.queue, 'queue', 1, 2 ** 32, 0, true) : undefined;
+  const timeoutMs = num(values.timeout, 'timeout', 1, 3600, 120) * 1000;
+  const settleMs = num(values.settle, 'settle', 0, 60000, 1000, true);
+
+  let pages: PageSpec[] = [];
+  try {
+    pages = pagesFromPaths(positionals);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (pages.length === 0 && sizes.length === 0) throw new UsageError('no pages: give PAGE/DIR arguments or --sizes');
+  const support = labSupport();
+  if (!support.ok) throw new Error(`the lab cannot run here: ${support.reason}`);
+
+  const gen = sizes.length ? generatedPages(sizes) : undefined;
+  if (gen) pages = [...gen.pages, ...pages];
+  const started = new Date();
+  const t0 = Date.now();
+  try {
+    const tty = !values.quiet && (io.stderr as { isTTY?: boolean }).isTTY === true;
+    const onProgress = values.quiet ? undefined : progressReporter(io.stderr, tty, t0);
+    const results = await runSilentTime({
+      pages, losses, transports, reps, seed, delayMs, rate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
+    });
+    const wallMs = Date.now() - t0;
+    const rows = summarize(results);
+    io.stdout.write(formatTable(rows));
+    io.stdout.write(`\n${results.length} loads in ${fmtDuration(wallMs)}; link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}\n`);
+    const settings = { losses, delayMs, rate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+    if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs, summary: rows, loads: results }));
+    if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
+    if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay)`);
+    return results.some((r) => r.ok) ? 0 : 1;
+  } finally {
+    gen?.cleanup();
+  }
+}

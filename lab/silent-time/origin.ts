@@ -1,0 +1,124 @@
+// The origin server on the server side of the link: the project's reference server (`catp serve`, whose
+// plain HTTP/1.1 side stock Chromium uses; the same process answers DHTTP/CATP for the other transports,
+// so all four meet one server), or Debian's nginx (`--server nginx`: a stock HTTP/1.1 server for the
+// stock browser; HTTP transports only).
+import { type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { type Link } from '../link';
+
+export type ServerKind = 'catp' | 'nginx';
+
+export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
+
+/** The repository root (where package.json and bin/catp.js are), from this file's location. */
+export function repoRoot(): string {
+  let dir = __dirname;
+  for (let i = 0; i < 6; i++) {
+    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'catp.js'))) return dir;
+    dir = path.dirname(dir);
+  }
+  throw new Error(`cannot find the repository root above ${__dirname}`);
+}
+
+/** `node bin/catp.js`: the built command line (dist/), as a command and its first arguments. */
+export function catpCommand(): { cmd: string; args: string[] } {
+  const root = repoRoot();
+  if (!fs.existsSync(path.join(root, 'dist', 'cli', 'main.js'))) throw new Error('the project is not built (dist/cli/main.js is missing): run npm run build');
+  return { cmd: process.execPath, args: [path.join(root, 'bin', 'catp.js')] };
+}
+
+export interface Origin {
+  kind: ServerKind;
+  port: number;
+  close(): Promise<void>;
+}
+
+async function listening(link: Link, port: number): Promise<boolean> {
+  const { stdout } = await link.runIn('server', 'cat', ['/proc/net/tcp'], 5000);
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  return stdout.split('\n').some((l) => {
+    const f = l.trim().split(/\s+/);
+    return f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A';
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+    child.once('close', () => {
+      clearTimeout(t);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** Starts the server on the server side, serving root at serverAddress:port; resolves once it listens (TCP). */
+export async function startOrigin(link: Link, kind: ServerKind, root: string, port = 8080, timeoutMs = 15_000): Promise<Origin> {
+  let child: ChildProcess;
+  let dir: string | undefined;
+  if (kind === 'catp') {
+    const { cmd, args } = catpCommand();
+    child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  } else {
+    if (!NGINX) throw new Error('nginx not found: apt-get install nginx-light');
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-nginx-'));
+    fs.mkdirSync(path.join(dir, 'tmp'));
+    const conf = path.join(dir, 'nginx.conf');
+    fs.writeFileSync(conf, `daemon off;
+master_process off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 64; }
+http {
+  access_log off;
+  sendfile on;
+  client_body_temp_path ${dir}/tmp;
+  proxy_temp_path ${dir}/tmp;
+  fastcgi_temp_path ${dir}/tmp;
+  uwsgi_temp_path ${dir}/tmp;
+  scgi_temp_path ${dir}/tmp;
+  types { text/html html htm; text/css css; image/png png; image/svg+xml svg; image/jpeg jpg jpeg; application/javascript js; }
+  default_type application/octet-stream;
+  server {
+    listen ${link.serverAddress}:${port};
+    root ${root};
+  }
+}
+`);
+    child = link.spawnIn('server', NGINX, ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+  }
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+    if (stderr.length < 4096) stderr += d;
+  });
+  const cleanup = () => {
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const until = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${kind} server exited: ${stderr.trim() || 'no message'}`);
+      if (await listening(link, port)) break;
+      if (Date.now() > until) throw new Error(`the ${kind} server did not listen on port ${port} within ${timeoutMs} ms: ${stderr.trim()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } catch (err) {
+    await stopChild(child);
+    cleanup();
+    throw err;
+  }
+  return {
+    kind,
+    port,
+    async close() {
+      await stopChild(child);
+      cleanup();
+    },
+  };
+}

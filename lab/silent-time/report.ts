@@ -1,0 +1,116 @@
+// Aggregation and output: per (page, transport, loss) the mean and p95 of the per-load silent time,
+// completion and first paint, with the network floor and D / (1 - p) beside them; text table, CSV, JSON.
+import { type LoadResult } from './run';
+import { mean, p95 } from './stats';
+
+export interface SummaryRow {
+  page: string;
+  pageBytes: number;
+  transport: string;
+  loss: number;
+  loads: number;
+  failed: number;
+  errors: string[];
+  silentMean: number;
+  silentP95: number;
+  completionMean: number;
+  completionP95: number;
+  firstPaintMean: number;
+  firstPaintP95: number;
+  floorMean: number;
+  floorP95: number;
+  /** mean over loads of D / (1 - p) */
+  expectedMean: number;
+  /** mean over loads of D */
+  meanGapMean: number;
+  /** largest sampling interval of any load in the group: the error bound of the times */
+  samplingMax: number;
+  /** silent − floor, mean over loads */
+  excessMean: number;
+}
+
+const nums = (xs: Array<number | null | undefined>): number[] => xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+
+export function summarize(results: readonly LoadResult[]): SummaryRow[] {
+  const groups = new Map<string, LoadResult[]>();
+  for (const r of results) {
+    const k = JSON.stringify([r.page, r.transport, r.loss]);
+    let g = groups.get(k);
+    if (!g) groups.set(k, (g = []));
+    g.push(r);
+  }
+  const rows: SummaryRow[] = [];
+  for (const g of groups.values()) {
+    const ok = g.filter((r) => r.ok);
+    const f = g[0]!;
+    const col = (pick: (r: LoadResult) => number | null | undefined) => nums(ok.map(pick));
+    const silent = col((r) => r.silentMs);
+    const completion = col((r) => r.completionMs);
+    const fp = col((r) => r.firstPaintMs);
+    const floor = col((r) => r.floorMs);
+    const sampling = col((r) => r.samplingMaxMs);
+    rows.push({
+      page: f.page, pageBytes: f.pageBytes, transport: f.transport, loss: f.loss,
+      loads: ok.length, failed: g.length - ok.length,
+      errors: [...new Set(g.filter((r) => !r.ok).map((r) => r.error ?? 'failed'))],
+      silentMean: mean(silent), silentP95: p95(silent),
+      completionMean: mean(completion), completionP95: p95(completion),
+      firstPaintMean: mean(fp), firstPaintP95: p95(fp),
+      floorMean: mean(floor), floorP95: p95(floor),
+      expectedMean: mean(col((r) => r.expectedMs)), meanGapMean: mean(col((r) => r.meanGapMs)),
+      samplingMax: sampling.length ? Math.max(...sampling) : NaN,
+      excessMean: mean(nums(ok.map((r) => (r.silentMs !== null && r.floorMs !== null ? r.silentMs - r.floorMs : null)))),
+    });
+  }
+  return rows;
+}
+
+const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
+
+/** A fixed-width text table (ms). */
+export function formatTable(rows: readonly SummaryRow[]): string {
+  const head = ['page', 'transport', 'loss', 'n', 'silent mean', 'silent p95', 'floor mean', 'floor p95', 'D/(1-p)', 'complete mean', 'complete p95', 'first paint mean', 'first paint p95', '±sample'];
+  const body = rows.map((r) => [
+    r.page, r.transport, `${fmt(r.loss * 100, r.loss * 100 % 1 ? 1 : 0)}%`, r.failed ? `${r.loads}(+${r.failed} failed)` : String(r.loads),
+    fmt(r.silentMean), fmt(r.silentP95), fmt(r.floorMean), fmt(r.floorP95), fmt(r.expectedMean), fmt(r.completionMean), fmt(r.completionP95),
+    fmt(r.firstPaintMean), fmt(r.firstPaintP95), fmt(r.samplingMax),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)];
+  const errs = rows.filter((r) => r.errors.length).map((r) => `  ${r.page} ${r.transport} ${r.loss}: ${r.errors.join('; ')}`);
+  if (errs.length) out.push('', 'failed loads:', ...errs);
+  out.push('', 'times in ms after the request; silent = longest gap between visible updates (the first from the request);',
+    'floor = longest gap between useful packet arrivals; D/(1-p) with D the mean gap between useful arrivals;',
+    '±sample = the largest sampling interval of the frame capture in the group (error bound of every time).');
+  return out.join('\n') + '\n';
+}
+
+function csvCell(v: unknown): string {
+  const s = typeof v === 'number' ? (Number.isFinite(v) ? String(Math.round(v * 1000) / 1000) : '') : String(v ?? '');
+  return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export const CSV_COLUMNS: Array<keyof SummaryRow> = [
+  'page', 'pageBytes', 'transport', 'loss', 'loads', 'failed', 'silentMean', 'silentP95', 'floorMean', 'floorP95', 'expectedMean',
+  'meanGapMean', 'completionMean', 'completionP95', 'firstPaintMean', 'firstPaintP95', 'samplingMax', 'excessMean',
+];
+
+export function formatCsv(rows: readonly SummaryRow[]): string {
+  return [CSV_COLUMNS.join(','), ...rows.map((r) => CSV_COLUMNS.map((c) => csvCell(r[c])).join(','))].join('\n') + '\n';
+}
+
+export interface JsonReport {
+  version: 1;
+  tool: 'catp silent-time';
+  command?: string;
+  settings: Record<string, unknown>;
+  startedAt: string;
+  wallMs: number;
+  summary: SummaryRow[];
+  loads: LoadResult[];
+}
+
+export function formatJson(r: JsonReport): string {
+  return JSON.stringify(r, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2) + '\n';
+}

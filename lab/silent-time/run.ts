@@ -1,0 +1,224 @@
+// The runner: for every (page, loss, repetition) one seed, and for every transport one fresh link with
+// that seed (the emulator's replay guarantee: packet k of a direction is dropped iff the k-th loss draw
+// says so, so every transport meets the same drop pattern), the origin server on the server side, a
+// packet capture on the client side, then the transport's load. The request time and the network floor
+// come from the emulator's per-packet log for every transport alike.
+import { startLink, type GilbertElliott, type Link, type LinkOptions } from '../link';
+import { startCapture, type Capture } from './capture';
+import { networkFloor } from './floor';
+import { startOrigin, type Origin, type ServerKind } from './origin';
+import { type PageSpec } from './pages';
+import { type LoadContext, type Transport } from './transports';
+import { longestGap } from './stats';
+
+export interface RunOptions {
+  pages: PageSpec[];
+  losses: number[];
+  transports: Transport[];
+  reps: number;
+  /** base seed: load (page i, loss j, rep r) uses seed + (i * losses + j) * reps + r */
+  seed: number;
+  delayMs: number;
+  /** IP bytes per second */
+  rate: number;
+  /** mean loss-burst length in packets (Gilbert-Elliott at the same stationary loss); undefined = Bernoulli */
+  burst?: number;
+  queueBytes?: number;
+  server: ServerKind;
+  port?: number;
+  viewport?: { width: number; height: number };
+  timeoutMs?: number;
+  settleMs?: number;
+  /** called before (done = false) and after (done = true) each load */
+  onProgress?: (p: Progress) => void;
+}
+
+export interface Progress {
+  done: number;
+  total: number;
+  page: string;
+  transport: string;
+  loss: number;
+  rep: number;
+  finished: boolean;
+  result?: LoadResult;
+}
+
+export interface LoadResult {
+  page: string;
+  pageBytes: number;
+  transport: string;
+  loss: number;
+  rep: number;
+  seed: number;
+  ok: boolean;
+  error?: string;
+  method?: string;
+  /** all times in ms after the request */
+  silentMs: number | null;
+  silentGap: { fromMs: number; toMs: number } | null;
+  firstPaintMs: number | null;
+  completionMs: number | null;
+  loadEventMs: number | null;
+  updates: number;
+  updateTimesMs: number[];
+  frames: number;
+  /** error bound: longest interval between consecutive observations from the request to the last update */
+  samplingMaxMs: number | null;
+  samplingMedianMs: number | null;
+  floorMs: number | null;
+  floorGap: { fromMs: number; toMs: number } | null;
+  /** D: mean gap between useful arrivals */
+  meanGapMs: number | null;
+  /** D / (1 - p) */
+  expectedMs: number | null;
+  usefulPackets: number;
+  duplicatePackets: number;
+  unmatchedPackets: number;
+  droppedToClient: { loss: number; queue: number; other: number };
+  /** the request: the emulator's arrival time of the client's first packet to the server port */
+  requestSource: 'link-log' | 'transport' | 'navigation';
+  /** ms from issuing the navigation to the request on the wire */
+  navToRequestMs: number | null;
+  pageHeight?: number;
+  warnings: string[];
+}
+
+export function linkOptionsFor(o: Pick<RunOptions, 'delayMs' | 'rate' | 'burst' | 'queueBytes'>, loss: number, seed: number): LinkOptions {
+  const lo: LinkOptions = { delayMs: o.delayMs, seed };
+  if (o.rate > 0) lo.rate = o.rate;
+  if (o.queueBytes !== undefined) lo.queueBytes = o.queueBytes;
+  if (loss > 0) {
+    if (o.burst !== undefined && o.burst > 1) {
+      const pBadToGood = 1 / o.burst;
+      const ge: GilbertElliott = { pGoodToBad: Math.min(1, (loss * pBadToGood) / (1 - loss)), pBadToGood };
+      lo.burst = ge;
+    } else {
+      lo.loss = loss;
+    }
+  }
+  return lo;
+}
+
+const ms = (ns: bigint) => Number(ns) / 1e6;
+
+async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss: number, rep: number, seed: number): Promise<LoadResult> {
+  const base: LoadResult = {
+    page: page.name, pageBytes: page.bytes, transport: transport.name, loss, rep, seed, ok: false,
+    silentMs: null, silentGap: null, firstPaintMs: null, completionMs: null, loadEventMs: null, updates: 0, updateTimesMs: [],
+    frames: 0, samplingMaxMs: null, samplingMedianMs: null, floorMs: null, floorGap: null, meanGapMs: null, expectedMs: null,
+    usefulPackets: 0, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 },
+    requestSource: 'navigation', navToRequestMs: null, warnings: [],
+  };
+  const why = await transport.unavailable();
+  if (why) return { ...base, error: why };
+  const port = o.port ?? 8080;
+  let link: Link | undefined;
+  let origin: Origin | undefined;
+  let capture: Capture | undefined;
+  try {
+    link = await startLink(linkOptionsFor(o, loss, seed));
+    origin = await startOrigin(link, o.server, page.root, port);
+    capture = await startCapture(link, 'client');
+    const ctx: LoadContext = {
+      link, host: link.serverAddress, port, urlPath: page.urlPath,
+      viewport: o.viewport ?? { width: 1280, height: 800 },
+      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000,
+    };
+    const load = await transport.load(ctx);
+    const packets = await capture.stop();
+    capture = undefined;
+    const log = await link.log();
+
+    // The request: the client's first packet toward the server's port after the navigation was issued
+    // (for HTTP the SYN), as the emulator saw it arrive.
+    const first = log.events.find((e) => e.dir === 'c2s' && e.ev === 'arrive' && e.dport === port && e.dst === link!.serverAddress && e.tNs >= load.navStartNs);
+    let requestNs = load.navStartNs;
+    let requestSource: LoadResult['requestSource'] = 'navigation';
+    if (first) {
+      requestNs = first.tNs;
+      requestSource = 'link-log';
+    } else if (load.requestHintNs !== undefined) {
+      requestNs = load.requestHintNs;
+      requestSource = 'transport';
+    }
+    const r: LoadResult = { ...base, method: load.method, requestSource, navToRequestMs: ms(requestNs - load.navStartNs), pageHeight: load.pageHeight };
+
+    let updateTimes: number[];
+    if (load.reanalyze) {
+      const u = load.reanalyze(requestNs);
+      updateTimes = u.updates.map((x) => ms(x.tNs - requestNs));
+      r.frames = u.frames;
+      r.samplingMaxMs = u.sampling?.maxMs ?? null;
+      r.samplingMedianMs = u.sampling?.medianMs ?? null;
+      if (u.clockViolations > 0) r.warnings.push(`${u.clockViolations} frames stamped after their receipt (clock alignment?)`);
+    } else {
+      updateTimes = load.updateNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
+    }
+    const g = longestGap(0, updateTimes);
+    r.updates = updateTimes.length;
+    r.updateTimesMs = updateTimes.map((t) => Math.round(t * 100) / 100);
+    r.silentMs = g ? g.gap : null;
+    r.silentGap = g ? { fromMs: g.from, toMs: g.to } : null;
+    r.firstPaintMs = updateTimes.length ? updateTimes[0]! : null;
+    r.completionMs = updateTimes.length ? updateTimes[updateTimes.length - 1]! : null;
+    r.loadEventMs = load.loadEventNs !== null ? ms(load.loadEventNs - requestNs) : null;
+
+    // The load ends at its last visible update or its load event, whichever is later.
+    const endMs = Math.max(r.completionMs ?? 0, r.loadEventMs ?? 0);
+    const f = networkFloor(log, packets, {
+      serverAddress: link.serverAddress, clientAddress: link.clientAddress, serverPort: port,
+      startNs: requestNs, endNs: requestNs + BigInt(Math.round(endMs * 1e6)), loss,
+    });
+    r.floorMs = f.floorMs;
+    r.floorGap = f.floorGap ? { fromMs: ms(f.floorGap.fromNs - requestNs), toMs: ms(f.floorGap.toNs - requestNs) } : null;
+    r.meanGapMs = f.meanGapMs;
+    r.expectedMs = f.expectedMs;
+    r.usefulPackets = f.useful.length;
+    r.duplicatePackets = f.duplicates;
+    r.unmatchedPackets = f.unmatched;
+    r.droppedToClient = f.dropped;
+    if (f.unmatched > 0) r.warnings.push(`${f.unmatched} departures not found in the capture (classified by length)`);
+    if (load.pageHeight !== undefined && load.pageHeight > ctx.viewport.height) {
+      r.warnings.push(`page is ${load.pageHeight} px tall, the viewport ${ctx.viewport.height} px: content below it is not on screen`);
+    }
+    if (updateTimes.length === 0) {
+      r.error = 'no visible update';
+      return r;
+    }
+    r.ok = true;
+    return r;
+  } catch (err) {
+    return { ...base, error: (err as Error).message.split('\n')[0] };
+  } finally {
+    if (capture) await capture.stop().catch(() => undefined);
+    if (origin) await origin.close().catch(() => undefined);
+    if (link) await link.close().catch(() => undefined);
+  }
+}
+
+/** Runs every load; transports innermost, so the loads that share a seed run back to back. */
+export async function runSilentTime(o: RunOptions): Promise<LoadResult[]> {
+  if (o.reps < 1) throw new RangeError('reps must be at least 1');
+  const total = o.pages.length * o.losses.length * o.reps * o.transports.length;
+  const results: LoadResult[] = [];
+  let done = 0;
+  for (let i = 0; i < o.pages.length; i++) {
+    const page = o.pages[i]!;
+    for (let j = 0; j < o.losses.length; j++) {
+      const loss = o.losses[j]!;
+      for (let rep = 0; rep < o.reps; rep++) {
+        const seed = o.seed + (i * o.losses.length + j) * o.reps + rep;
+        for (const t of o.transports) {
+          const p = { done, total, page: page.name, transport: t.name, loss, rep, finished: false };
+          o.onProgress?.(p);
+          const r = await oneLoad(o, page, t, loss, rep, seed);
+          results.push(r);
+          done++;
+          o.onProgress?.({ ...p, done, finished: true, result: r });
+        }
+      }
+    }
+  }
+  return results;
+}

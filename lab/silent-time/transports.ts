@@ -1,0 +1,205 @@
+// Transports under test. Each loads one page through the link and returns its visible updates on
+// CLOCK_MONOTONIC; the runner adds the request time and the network floor from the emulator's log, the
+// same way for every transport.
+//
+//  chromium          stock Chromium (HTTP/1.1 over kernel TCP, --disable-quic), frames from its compositor
+//                    (updates.ts), no network throttling of its own: the emulator impairs.
+//  catp, inorder,    our browser, `catp browse --headless --record FILE --transport X URL`, run in the
+//  tcp               client namespace; FILE is its load record (JSON, app/browser's LoadRecord: times in
+//                    epoch ms, mapped onto CLOCK_MONOTONIC with the link's realtime − monotonic offset).
+//                    Until `catp browse` exists they report "not available yet".
+import { type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { type Link } from '../link';
+import { catpCommand } from './origin';
+import { analyzeUpdates, launchChromium, openRecordedPage, type UpdatesResult } from './updates';
+
+export interface LoadContext {
+  link: Link;
+  /** host:port of the server as seen from the client */
+  host: string;
+  port: number;
+  urlPath: string;
+  viewport: { width: number; height: number };
+  /** give up on a load after this long */
+  timeoutMs: number;
+  /** keep capturing this long after the load event (late paints) */
+  settleMs: number;
+}
+
+export interface TransportLoad {
+  /** when the navigation was issued (CLOCK_MONOTONIC ns); the request itself is found in the link log */
+  navStartNs: bigint;
+  /** the transport's own idea of the request time, if it has one (used when the log shows none) */
+  requestHintNs?: bigint;
+  /** visible update times (CLOCK_MONOTONIC ns), sorted */
+  updateNs: bigint[];
+  /** sampling intervals between consecutive observations, in the order observed (for the error bound) */
+  frameNs: bigint[];
+  loadEventNs: bigint | null;
+  /** where the updates come from */
+  method: 'compositor-screencast' | 'renderer-markers';
+  /** the page's layout height, to warn when it is taller than the viewport (updates below it are unseen) */
+  pageHeight?: number;
+  /** analysis the transport already did (chromium) — recomputed by the runner against the request time */
+  reanalyze?: (requestNs: bigint) => UpdatesResult;
+}
+
+export interface Transport {
+  readonly name: string;
+  /** null when usable, else why not */
+  unavailable(): Promise<string | null>;
+  load(ctx: LoadContext): Promise<TransportLoad>;
+}
+
+const now = () => process.hrtime.bigint();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const chromiumTransport: Transport = {
+  name: 'chromium',
+  async unavailable() {
+    const exe = process.env.CATP_CHROMIUM ?? '/usr/bin/chromium';
+    return fs.existsSync(exe) ? null : `Chromium not found at ${exe}`;
+  },
+  async load(ctx) {
+    const b = await launchChromium(ctx.link);
+    try {
+      const s = await openRecordedPage(b.browser, ctx.viewport, ctx.link.realtimeMinusMonotonicNs);
+      // What is on screen before the load: wait for the first frames of about:blank.
+      await s.recorder.waitFrames(2, 3000);
+      await sleep(100);
+      const navStartNs = now();
+      const url = `http://${ctx.host}:${ctx.port}${ctx.urlPath}`;
+      await s.page.goto(url, { waitUntil: 'load', timeout: ctx.timeoutMs });
+      await sleep(ctx.settleMs);
+      await s.recorder.stop();
+      // (a string: this file is compiled without the DOM library)
+      const info = (await s.page.evaluate(`(() => {
+        const nav = performance.getEntriesByType('navigation')[0];
+        const el = document.scrollingElement || document.documentElement;
+        return { timeOrigin: performance.timeOrigin, loadEventEnd: nav ? nav.loadEventEnd : 0, height: el ? el.scrollHeight : 0 };
+      })()`)) as { timeOrigin: number; loadEventEnd: number; height: number };
+      const loadEventNs = info.loadEventEnd > 0
+        ? BigInt(Math.round((info.timeOrigin + info.loadEventEnd) * 1e6)) - ctx.link.realtimeMinusMonotonicNs
+        : null;
+      const frames = s.recorder.frames;
+      return {
+        navStartNs,
+        updateNs: [],
+        frameNs: frames.map((f) => f.tNs),
+        loadEventNs,
+        method: 'compositor-screencast',
+        pageHeight: info.height,
+        reanalyze: (requestNs) => analyzeUpdates(frames, requestNs),
+      };
+    } finally {
+      await b.close();
+    }
+  },
+};
+
+/** The fields of app/browser's LoadRecord this tool reads (epoch ms). */
+interface BrowseRecord {
+  requestAtEpochMs: number;
+  updates: Array<{ atEpochMs: number }>;
+  outcome?: string;
+  error?: string;
+}
+
+function readRecord(file: string): BrowseRecord {
+  const r = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<BrowseRecord>;
+  if (typeof r.requestAtEpochMs !== 'number' || !Array.isArray(r.updates)) throw new Error(`${file} is not a load record (requestAtEpochMs, updates[])`);
+  for (const u of r.updates) if (typeof u?.atEpochMs !== 'number') throw new Error(`${file}: an update without atEpochMs`);
+  return r as BrowseRecord;
+}
+
+let browseCheck: Promise<string | null> | undefined;
+
+/** Whether `catp browse` is registered in the built command line; the reason if not. */
+export function browseUnavailable(): Promise<string | null> {
+  browseCheck ??= (async () => {
+    let cmd: { cmd: string; args: string[] };
+    try {
+      cmd = catpCommand();
+    } catch (err) {
+      return `not available yet: ${(err as Error).message}`;
+    }
+    const { spawnSync } = await import('node:child_process');
+    const r = spawnSync(cmd.cmd, [...cmd.args, 'browse', '--help'], { encoding: 'utf8', timeout: 30_000 });
+    if (r.status === 0) return null;
+    if (/unknown command/.test(r.stderr ?? '')) return 'not available yet: catp browse is missing';
+    return `not available yet: catp browse --help failed (${r.status}): ${(r.stderr ?? '').trim().slice(0, 200)}`;
+  })();
+  return browseCheck;
+}
+
+function collect(child: ChildProcess, timeoutMs: number): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      if (stderr.length < 8192) stderr += d;
+    });
+    child.stdout?.resume();
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (e) => {
+      clearTimeout(t);
+      reject(e);
+    });
+    child.once('close', (code) => {
+      clearTimeout(t);
+      resolve({ code, stderr });
+    });
+  });
+}
+
+/** A transport of our own browser: `catp browse --headless --record FILE --transport X URL` in the client namespace. */
+export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
+  return {
+    name,
+    unavailable: browseUnavailable,
+    async load(ctx) {
+      const why = await browseUnavailable();
+      if (why) throw new Error(why);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-record-'));
+      const file = path.join(dir, 'record.json');
+      try {
+        const { cmd, args } = catpCommand();
+        const scheme = name === 'tcp' ? 'http' : 'dhttp';
+        const url = `${scheme}://${ctx.host}:${ctx.port}${ctx.urlPath}`;
+        const navStartNs = now();
+        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--transport', name, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
+        if (code !== 0) throw new Error(`catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
+        const rec = readRecord(file);
+        if (rec.outcome && rec.outcome !== 'complete') throw new Error(`catp browse: load ${rec.outcome}${rec.error ? `: ${rec.error}` : ''}`);
+        const toNs = (ms: number) => BigInt(Math.round(ms * 1e6)) - ctx.link.realtimeMinusMonotonicNs;
+        const updateNs = rec.updates.map((u) => toNs(u.atEpochMs)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+        return { navStartNs, requestHintNs: toNs(rec.requestAtEpochMs), updateNs, frameNs: [], loadEventNs: null, method: 'renderer-markers' };
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+export const TRANSPORTS = ['chromium', 'catp', 'inorder', 'tcp'] as const;
+export type TransportName = (typeof TRANSPORTS)[number];
+
+export function transportByName(name: string): Transport {
+  switch (name) {
+    case 'chromium':
+      return chromiumTransport;
+    case 'catp':
+      return browseTransport('catp');
+    case 'inorder':
+    case 'udp-inorder':
+      return browseTransport('inorder');
+    case 'tcp':
+      return browseTransport('tcp');
+    default:
+      throw new RangeError(`unknown transport '${name}' (one of ${TRANSPORTS.join(', ')})`);
+  }
+}

@@ -1,0 +1,266 @@
+// The silent-time tool (lab/silent-time): pixel comparison, statistics, the network floor from a synthetic
+// emulator log, and a short end-to-end run through the real link with real Chromium.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { PassThrough } from 'node:stream';
+
+import { PNG } from 'pngjs';
+
+import { silentTime } from '../../cli/commands/silent-time';
+import { type LinkLog, type LogEvent } from '../../lab/link';
+import { type CapturedPacket } from '../../lab/silent-time/capture';
+import { chartSvg } from '../../lab/silent-time/chart';
+import { addRange, networkFloor } from '../../lab/silent-time/floor';
+import { diffPixels, frameChanges, type RawImage } from '../../lab/silent-time/frames';
+import { generatePage, parseSize } from '../../lab/silent-time/pages';
+import { CSV_COLUMNS, summarize, type JsonReport } from '../../lab/silent-time/report';
+import { type LoadResult } from '../../lab/silent-time/run';
+import { longestGap, mean, p95, quantile } from '../../lab/silent-time/stats';
+import { monotoneFrames, type RecordedFrame } from '../../lab/silent-time/updates';
+import { requireLab } from './helpers';
+
+function image(width: number, height: number, squares: Array<{ x: number; y: number; size: number; rgb: [number, number, number] }>): RawImage {
+  const data = new Uint8Array(width * height * 4).fill(255);
+  for (const s of squares) {
+    for (let y = s.y; y < s.y + s.size; y++) {
+      for (let x = s.x; x < s.x + s.size; x++) {
+        const i = (y * width + x) * 4;
+        data.set([...s.rgb, 255], i);
+      }
+    }
+  }
+  return { width, height, data };
+}
+
+function histogram(img: RawImage): Map<number, number> {
+  const h = new Map<number, number>();
+  for (let i = 0; i < img.data.length; i += 4) {
+    const k = (img.data[i]! << 16) | (img.data[i + 1]! << 8) | img.data[i + 2]!;
+    h.set(k, (h.get(k) ?? 0) + 1);
+  }
+  return h;
+}
+
+function png(img: RawImage): Buffer {
+  const p = new PNG({ width: img.width, height: img.height });
+  p.data.set(img.data);
+  return PNG.sync.write(p);
+}
+
+describe('pixel comparison', () => {
+  test('finds content that moved without changing the colour mix (a histogram does not)', () => {
+    const red: [number, number, number] = [200, 0, 0];
+    const blue: [number, number, number] = [0, 0, 200];
+    const a = image(64, 48, [{ x: 4, y: 4, size: 8, rgb: red }, { x: 30, y: 20, size: 8, rgb: blue }]);
+    // the same two squares, swapped: same colours, same counts, different picture
+    const b = image(64, 48, [{ x: 4, y: 4, size: 8, rgb: blue }, { x: 30, y: 20, size: 8, rgb: red }]);
+    // and one moved by a pixel
+    const c = image(64, 48, [{ x: 5, y: 4, size: 8, rgb: red }, { x: 30, y: 20, size: 8, rgb: blue }]);
+    expect(histogram(b)).toEqual(histogram(a));
+    expect(histogram(c)).toEqual(histogram(a));
+    expect(diffPixels(a, b).changed).toBe(128);
+    expect(diffPixels(a, c)).toEqual({ changed: 16, box: { x: 4, y: 4, width: 9, height: 8 }, resized: false });
+    expect(diffPixels(a, a).changed).toBe(0);
+    // a masked region is ignored
+    expect(diffPixels(a, c, [{ x: 0, y: 0, width: 20, height: 20 }]).changed).toBe(0);
+  });
+
+  test('frameChanges: decodes only frames whose bytes differ and reports each change with its interval', () => {
+    const a = png(image(32, 32, []));
+    const b = png(image(32, 32, [{ x: 1, y: 1, size: 2, rgb: [0, 0, 0] }]));
+    const c = png(image(32, 32, [{ x: 2, y: 1, size: 2, rgb: [0, 0, 0] }]));
+    const frames = [a, a, b, b, b, c, c].map((p, i) => ({ tNs: BigInt(i) * 16_666_667n, png: p }));
+    const ch = frameChanges(frames);
+    expect(ch.map((x) => x.index)).toEqual([2, 5]);
+    expect(ch[1]!.prevNs).toBe(frames[4]!.tNs);
+  });
+
+  test('frame stamps are made non-decreasing in capture order', () => {
+    const f = (t: number): RecordedFrame => ({ tNs: BigInt(t), recvNs: BigInt(t + 5), png: Buffer.alloc(0) });
+    expect(monotoneFrames([f(10), f(30), f(20), f(40)]).map((x) => Number(x.tNs))).toEqual([10, 20, 20, 40]);
+  });
+});
+
+describe('statistics', () => {
+  test('mean, p95 (nearest rank), longest gap', () => {
+    expect(mean([1, 2, 3, 4])).toBe(2.5);
+    expect(mean([])).toBeNaN();
+    const xs = Array.from({ length: 20 }, (_, i) => 20 - i); // 20..1
+    expect(p95(xs)).toBe(19);
+    expect(quantile(xs, 1)).toBe(20);
+    expect(quantile([7], 0.95)).toBe(7);
+    expect(p95([])).toBeNaN();
+    expect(longestGap(0, [100, 150, 400, 420])).toEqual({ gap: 250, from: 150, to: 400 });
+    expect(longestGap(10, [300])).toEqual({ gap: 290, from: 10, to: 300 });
+    expect(longestGap(0, [])).toBeNull();
+  });
+});
+
+describe('network floor from a synthetic emulator log', () => {
+  const S = '10.77.0.2';
+  const C = '10.77.0.1';
+  const MS = 1_000_000n;
+  // server → client TCP flow 8080 → 40000; ISN 1000; MSS 1000 payload; 20 + 32 header bytes
+  const segs: Array<{ t: number; ev: LogEvent['ev']; seq: number; payload: number; flags?: number; reason?: 'loss' }> = [
+    { t: 40, ev: 'depart', seq: 1000, payload: 0, flags: 0x12 }, // SYN-ACK
+    { t: 100, ev: 'depart', seq: 1001, payload: 1000 },
+    { t: 200, ev: 'drop', seq: 2001, payload: 1000, reason: 'loss' }, // lost
+    { t: 300, ev: 'depart', seq: 3001, payload: 1000 }, // out of order but new
+    { t: 350, ev: 'depart', seq: 1001, payload: 1000 }, // spurious retransmission: not useful
+    { t: 700, ev: 'depart', seq: 2001, payload: 1000 }, // the lost one retransmitted: new for the client
+    { t: 800, ev: 'depart', seq: 4001, payload: 500, flags: 0x19 }, // last data + FIN
+    { t: 900, ev: 'depart', seq: 4502, payload: 0, flags: 0x10 }, // pure ACK
+  ];
+  const events: LogEvent[] = [];
+  const capture: CapturedPacket[] = [];
+  segs.forEach((s, i) => {
+    const len = 52 + s.payload;
+    const e: LogEvent = { tNs: BigInt(s.t) * MS, dir: 's2c', ev: s.ev, idx: i, len, proto: 6, src: S, sport: 8080, dst: C, dport: 40000, ipId: 100 + i };
+    if (s.reason) e.reason = s.reason;
+    events.push(e);
+    if (s.ev === 'depart') {
+      capture.push({ tNs: BigInt(s.t) * MS + 50_000n, pktType: 0, proto: 6, src: S, sport: 8080, dst: C, dport: 40000, ipId: 100 + i, len, seq: s.seq, payload: s.payload, flags: s.flags ?? 0x10, digest: '-' });
+    }
+  });
+  // client → server packets and a packet of another flow must not count
+  events.push({ tNs: 5n * MS, dir: 'c2s', ev: 'arrive', idx: 0, len: 60, proto: 6, src: C, sport: 40000, dst: S, dport: 8080, ipId: 1 });
+  events.push({ tNs: 500n * MS, dir: 's2c', ev: 'depart', idx: 99, len: 1052, proto: 6, src: S, sport: 9999, dst: C, dport: 40001, ipId: 7 });
+  const log: LinkLog = { realtimeMinusMonotonicNs: 0n, seed: '1', events };
+
+  test('useful = TCP bytes not delivered before (a hole-filling retransmission counts); floor and D/(1-p)', () => {
+    const f = networkFloor(log, capture, { serverAddress: S, clientAddress: C, serverPort: 8080, startNs: 10n * MS, endNs: 1000n * MS, loss: 0.2 });
+    expect(f.useful.map((u) => Number(u.tNs / MS))).toEqual([100, 300, 700, 800]);
+    expect(f.useful.map((u) => u.newBytes)).toEqual([1000, 1000, 1000, 500]);
+    expect(f.duplicates).toBe(1);
+    expect(f.unmatched).toBe(0);
+    expect(f.dropped).toEqual({ loss: 1, queue: 0, other: 0 });
+    expect(f.floorMs).toBe(400); // 300 → 700
+    expect(f.floorGap).toEqual({ fromNs: 300n * MS, toNs: 700n * MS });
+    expect(f.meanGapMs).toBeCloseTo((800 - 100) / 3, 9);
+    expect(f.expectedMs).toBeCloseTo((800 - 100) / 3 / 0.8, 9);
+  });
+
+  test('the first gap starts at the request; departures outside the window do not count', () => {
+    const f = networkFloor(log, capture, { serverAddress: S, clientAddress: C, serverPort: 8080, startNs: 0n, endNs: 750n * MS, loss: 0 });
+    expect(f.useful.map((u) => Number(u.tNs / MS))).toEqual([100, 300, 700]);
+    expect(f.floorMs).toBe(400);
+    const g = networkFloor(log, capture, { serverAddress: S, clientAddress: C, serverPort: 8080, startNs: 0n, endNs: 250n * MS, loss: 0 });
+    expect(g.floorMs).toBe(100);
+    expect(g.meanGapMs).toBeNull();
+  });
+
+  test('byte ranges: overlaps count only their new bytes', () => {
+    const cov: Array<[number, number]> = [];
+    expect(addRange(cov, 0, 100)).toBe(100);
+    expect(addRange(cov, 200, 300)).toBe(100);
+    expect(addRange(cov, 50, 250)).toBe(100); // re-packetized: 50 old + 100 new + 50 old
+    expect(cov).toEqual([[0, 300]]);
+    expect(addRange(cov, 0, 300)).toBe(0);
+    expect(addRange(cov, 300, 301)).toBe(1);
+  });
+
+  test('without the capture, packets are classified by length and counted as unmatched', () => {
+    const f = networkFloor(log, [], { serverAddress: S, clientAddress: C, serverPort: 8080, startNs: 0n, endNs: 1000n * MS, loss: 0 });
+    expect(f.unmatched).toBe(7);
+    expect(f.useful.length).toBe(5); // the spurious retransmission cannot be told apart
+  });
+});
+
+describe('pages', () => {
+  test('generated pages have exactly the size asked for', () => {
+    for (const n of [600, 10_000, 50_000]) expect(Buffer.byteLength(generatePage(n))).toBe(n);
+    expect(parseSize('10k')).toBe(10_000);
+    expect(parseSize('50K')).toBe(50_000);
+    expect(() => parseSize('ten')).toThrow(RangeError);
+  });
+});
+
+describe('end to end: catp silent-time through the link with stock Chromium', () => {
+  jest.setTimeout(240_000);
+  beforeAll(() => requireLab());
+
+  test('1 page × loss {0, 0.1} × 2 reps: every load measured, numbers consistent, outputs written', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-test-'));
+    try {
+      const out = new PassThrough();
+      const err = new PassThrough();
+      let stdout = '';
+      let stderr = '';
+      out.on('data', (d: Buffer) => (stdout += d.toString()));
+      err.on('data', (d: Buffer) => (stderr += d.toString()));
+      const files = { json: path.join(dir, 'r.json'), csv: path.join(dir, 'r.csv'), chart: path.join(dir, 'r.svg') };
+      const code = await silentTime(
+        ['--sizes', '10k', '--loss', '0,0.1', '--reps', '2', '--transports', 'chromium', '--delay', '10', '--rate', '10000', '--seed', '5',
+          '--settle', '600', '--json', files.json, '--csv', files.csv, '--chart', files.chart],
+        { stdout: out, stderr: err },
+      );
+      console.log(stdout);
+      expect(code).toBe(0);
+      // not a terminal: one plain progress line per load
+      expect(stderr.split('\n').filter((l) => l.startsWith('silent-time: '))).toHaveLength(4);
+
+      const report = JSON.parse(fs.readFileSync(files.json, 'utf8')) as JsonReport;
+      expect(report.loads).toHaveLength(4);
+      const seeds = new Set<number>();
+      for (const r of report.loads as LoadResult[]) {
+        const ctx = JSON.stringify({ loss: r.loss, rep: r.rep, error: r.error, warnings: r.warnings });
+        expect({ ok: r.ok, ctx }).toEqual({ ok: true, ctx });
+        seeds.add(r.seed);
+        expect(r.method).toBe('compositor-screencast');
+        expect(r.requestSource).toBe('link-log');
+        const silent = r.silentMs!;
+        const floor = r.floorMs!;
+        const sample = r.samplingMaxMs!;
+        const completion = r.completionMs!;
+        const firstPaint = r.firstPaintMs!;
+        expect(sample).toBeGreaterThan(0);
+        expect(silent).toBeGreaterThanOrEqual(0);
+        expect(silent).toBeGreaterThanOrEqual(floor - sample);
+        expect(completion).toBeGreaterThanOrEqual(silent);
+        expect(firstPaint).toBeLessThanOrEqual(completion);
+        expect(firstPaint).toBeGreaterThan(0);
+        // 10 kB of HTML in segments of at most 1448 bytes: at least 7 useful packets, and their gaps
+        // cannot be shorter than serialization at 10 kB/s allows on average
+        expect(r.usefulPackets).toBeGreaterThanOrEqual(7);
+        expect(r.meanGapMs!).toBeGreaterThan(50);
+        expect(r.expectedMs!).toBeCloseTo(r.meanGapMs! / (1 - r.loss), 6);
+        expect(r.unmatchedPackets).toBe(0);
+        expect(r.pageHeight!).toBeLessThanOrEqual(800);
+        // every update lies within the load; the list is sorted
+        expect([...r.updateTimesMs].sort((a, b) => a - b)).toEqual(r.updateTimesMs);
+      }
+      expect(seeds.size).toBe(4); // (loss, rep) → its own seed
+
+      expect(report.summary).toHaveLength(2);
+      expect(report.summary.map((s) => [s.loss, s.loads])).toEqual([[0, 2], [0.1, 2]]);
+      const csv = fs.readFileSync(files.csv, 'utf8').trim().split('\n').map((l) => l.split(','));
+      expect(csv[0]).toEqual(CSV_COLUMNS);
+      expect(csv).toHaveLength(3);
+      expect(Number(csv[1]![CSV_COLUMNS.indexOf('silentMean')])).toBeCloseTo(report.summary[0]!.silentMean, 2);
+      const svg = fs.readFileSync(files.chart, 'utf8');
+      expect(svg.startsWith('<svg')).toBe(true);
+      expect(svg).toContain('chromium');
+      expect(svg).toContain('stroke-dasharray');
+      expect((svg.match(/<polyline/g) ?? []).length).toBe(2); // silent time and floor of the one transport
+      expect(stdout).toMatch(/gen-10k\s+chromium\s+0%\s+2/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('report', () => {
+  test('summary and chart from synthetic loads', () => {
+    const base = { page: 'p', pageBytes: 1, ok: true, rep: 0, seed: 1, silentGap: null, loadEventMs: null, updates: 1, updateTimesMs: [], frames: 1, samplingMedianMs: 16, floorGap: null, meanGapMs: 100, usefulPackets: 1, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 }, requestSource: 'link-log' as const, navToRequestMs: 1, warnings: [] };
+    const loads: LoadResult[] = [
+      { ...base, transport: 'tcp', loss: 0, silentMs: 100, firstPaintMs: 50, completionMs: 900, floorMs: 90, expectedMs: 100, samplingMaxMs: 17 },
+      { ...base, transport: 'tcp', loss: 0, silentMs: 300, firstPaintMs: 70, completionMs: 1100, floorMs: 110, expectedMs: 100, samplingMaxMs: 33 },
+      { ...base, transport: 'tcp', loss: 0.1, ok: false, error: 'boom', silentMs: null, firstPaintMs: null, completionMs: null, floorMs: null, expectedMs: null, samplingMaxMs: null },
+    ];
+    const rows = summarize(loads);
+    expect(rows[0]).toMatchObject({ loads: 2, failed: 0, silentMean: 200, silentP95: 300, completionMean: 1000, firstPaintMean: 60, floorMean: 100, samplingMax: 33, excessMean: 100 });
+    expect(rows[1]).toMatchObject({ loads: 0, failed: 1, errors: ['boom'] });
+    expect(chartSvg(rows)).toContain('<svg');
+  });
+});
