@@ -52,6 +52,8 @@ export interface LoadOptions {
   timeoutMs?: number;
   /** Called after every arriving frame with what it made displayable (the load's timeline). */
   onFrame?: (record: FrameRecord, events: StreamEvent[]) => void;
+  /** Stops the load: it rejects with HOST_ERR_STOPPED and its request ID is released (later frames are dropped). */
+  signal?: AbortSignal;
 }
 
 export type LoadResult =
@@ -367,6 +369,14 @@ export class DhttpHost {
         (result) => this.settle(load, null, { kind: 'response', url, requestId, result }),
         (err: Error) => this.settle(load, err, null),
       );
+      if (options.signal) {
+        const stop = () => {
+          this.settle(load, new HostError('HOST_ERR_STOPPED', `${url}: stopped`), null);
+          lane.pump();
+        };
+        if (options.signal.aborted) stop();
+        else options.signal.addEventListener('abort', stop, { once: true });
+      }
       if (options.timeoutMs !== undefined) {
         const timer = setTimeout(() => {
           this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${url} did not complete within ${options.timeoutMs} ms`), null);

@@ -347,11 +347,14 @@ export class BrowserService {
       this.emit({ type: 'frame', loadId: load.loadId, frame: stats.frame(record, atEpochMs) });
     };
     void requestNs;
+    const stop = new AbortController();
+    load.cancel = () => stop.abort();
     const result = await this.host.load(load.url, {
       mode: load.transport === 'inorder' ? 'inorder' : 'catp',
       ...(this.options.rateBytesPerSec !== undefined ? { rateBytesPerSec: this.options.rateBytesPerSec } : {}),
       timeoutMs: this.options.loadTimeoutMs ?? 60_000,
       onFrame,
+      signal: stop.signal,
     });
     if (result.kind === 'response') {
       // the server answered without streaming (not HTML, an error, or no CATP): show the whole response

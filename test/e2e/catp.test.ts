@@ -142,3 +142,27 @@ test('catp get --catp --timeline writes parse5\'s serialization and one JSON lin
   }
   expect(lines.filter((l) => l.displayable.some((d) => d.type === 'block-filled')).length).toBeGreaterThan(0);
 }, 60_000);
+
+test('a load stopped mid-way rejects with HOST_ERR_STOPPED and releases its request ID', async () => {
+  const stop = new AbortController();
+  let frames = 0;
+  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 20_000 } });
+  try {
+    const loading = host.load(`dhttp://127.0.0.1:${slow.port}/article.html`, {
+      mode: 'catp',
+      signal: stop.signal,
+      onFrame: () => {
+        if (++frames === 3) stop.abort();
+      },
+    });
+    await expect(loading).rejects.toMatchObject({ code: 'HOST_ERR_STOPPED' });
+    expect(frames).toBe(3);
+    const { endpoint } = host.laneFor('127.0.0.1');
+    expect(endpoint.outstanding()).toBe(0); // later frames are dropped by the endpoint, not delivered
+    await new Promise((r) => setTimeout(r, 300));
+    expect(frames).toBe(3);
+    expect(endpoint.counters().udpUnmatched).toBeGreaterThan(0);
+  } finally {
+    await slow.close();
+  }
+}, 30_000);
