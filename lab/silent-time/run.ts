@@ -123,7 +123,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
       viewport: o.viewport ?? { width: 1280, height: 800 },
-      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000,
+      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, rate: o.rate,
     };
     const load = await transport.load(ctx);
     const packets = await capture.stop();

@@ -28,6 +28,8 @@ export interface LoadContext {
   timeoutMs: number;
   /** keep capturing this long after the load event (late paints) */
   settleMs: number;
+  /** the link's rate in bytes/s (0: unlimited); a UDP sender of ours is asked to pace at it */
+  rate: number;
 }
 
 export interface TransportLoad {
@@ -170,7 +172,10 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         const scheme = name === 'tcp' ? 'http' : 'dhttp';
         const url = `${scheme}://${ctx.host}:${ctx.port}${ctx.urlPath}`;
         const navStartNs = now();
-        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--transport', name, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+        // Our server paces CATP and in-order frames at the rate asked for: just under the link's rate (which
+        // counts IP and UDP headers too), so it does not overflow the emulator's queue. TCP finds the rate itself.
+        const rate = name !== 'tcp' && ctx.rate > 0 ? ['--rate', String(Math.max(1000, Math.floor(ctx.rate * 0.95)))] : [];
+        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
         const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
         if (code !== 0) throw new Error(`catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
         const rec = readRecord(file);
