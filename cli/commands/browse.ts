@@ -15,6 +15,7 @@ import {
   type LossyRelay,
   type Transport,
 } from '../../app/browser';
+import { startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
 import { packageRoot } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
@@ -29,6 +30,8 @@ options:
       --headless          load URL in the same renderer without a window; exit when the page completes
       --dump-dom FILE     (headless) write parse5's serialization of the rendered page's tree
       --record FILE       (headless) write the load record (visible updates, arrivals, silent time, floor)
+      --frames FILE       (headless) capture compositor frames (screencast PNGs, heartbeat) and write, as JSON,
+                          their times (epoch ms) and which changed pixels inside the page area (not the HUD)
       --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
       --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
@@ -41,6 +44,7 @@ const options = {
   headless: { type: 'boolean' },
   'dump-dom': { type: 'string' },
   record: { type: 'string' },
+  frames: { type: 'string' },
   transport: { type: 'string' },
   loss: { type: 'string' },
   rate: { type: 'string' },
@@ -79,7 +83,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   if (!['catp', 'inorder', 'tcp'].includes(transportArg)) throw new UsageError(`--transport must be catp, inorder or tcp, got '${transportArg}'`);
   const shellArg = values.shell ?? 'auto';
   if (!['auto', 'electron', 'chromium'].includes(shellArg)) throw new UsageError(`--shell must be auto, electron or chromium`);
-  if (!values.headless && (values['dump-dom'] || values.record)) throw new UsageError('--dump-dom and --record need --headless');
+  if (!values.headless && (values['dump-dom'] || values.record || values.frames)) throw new UsageError('--dump-dom, --record and --frames need --headless');
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
   const timeoutMs = intOption(values.timeout, 'timeout', 100, 3_600_000) ?? 60_000;
   const seed = intOption(values.seed, 'seed', 0, 2 ** 31) ?? (Date.now() & 0x7fffffff);
@@ -129,7 +133,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
 
   try {
     if (values.headless) {
-      return await headless(url, transport, serviceOptions, values['dump-dom'], values.record, timeoutMs, io);
+      return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames }, timeoutMs, io);
     }
     const electron = shellArg === 'chromium' ? null : electronBinary();
     if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it)");
@@ -173,18 +177,28 @@ async function headless(
   url: string,
   transport: Transport,
   serviceOptions: Parameters<typeof startBrowserSession>[0],
-  dumpDom: string | undefined,
-  recordFile: string | undefined,
+  files: { dumpDom?: string; recordFile?: string; framesFile?: string },
   timeoutMs: number,
   io: Io,
 ): Promise<number> {
+  const { dumpDom, recordFile, framesFile } = files;
   const session = await startBrowserSession({ ...serviceOptions, shell: 'headless' });
   let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
+  let frames: PageFrameCapture | null = null;
   try {
     page = await openHeadless(session.shell.appUrl);
     await session.service.whenReady(30_000);
+    // compositor frames of the page area (lab/silent-time/page-frames.ts), from before the navigation
+    if (framesFile) frames = await startPageFrames(page.page);
     const loadId = session.service.navigate(url, transport);
     const record = await session.service.recordOf(loadId, timeoutMs + 5000);
+    if (frames) {
+      // late paints: the last marker's frame reaches the screencast a few vsyncs later
+      await new Promise((r) => setTimeout(r, FRAMES_SETTLE_MS));
+      const f = await frames.stop();
+      frames = null;
+      writeFileSync(resolve(framesFile!), JSON.stringify(f));
+    }
     if (dumpDom) {
       const tree = await session.service.requestDump();
       if (tree) writeFileSync(resolve(dumpDom), serializeDump(tree));
@@ -198,7 +212,11 @@ async function headless(
     if (record.outcome !== 'complete') io.stderr.write(`catp browse: ${record.error ?? record.outcome}\n`);
     return record.outcome === 'complete' ? 0 : 1;
   } finally {
+    await frames?.stop().catch(() => undefined);
     await page?.close();
     await session.close();
   }
 }
+
+/** How long the frame capture runs past the end of the load. */
+const FRAMES_SETTLE_MS = 500;

@@ -37,23 +37,29 @@ function masked(masks: readonly Rect[], x: number, y: number): boolean {
   return false;
 }
 
-/** Compares two frames pixel by pixel (alpha ignored: the screencast is opaque). */
-export function diffPixels(a: RawImage, b: RawImage, masks: readonly Rect[] = []): PixelDiff {
+/**
+ * Compares two frames pixel by pixel (alpha ignored: the screencast is opaque). With `clip`, only the
+ * pixels inside that rectangle count (e.g. the page area of our browser's app page, whose HUD changes
+ * all the time); it is clamped to the image.
+ */
+export function diffPixels(a: RawImage, b: RawImage, masks: readonly Rect[] = [], clip?: Rect): PixelDiff {
   if (a.width !== b.width || a.height !== b.height) {
-    return { changed: b.width * b.height, box: { x: 0, y: 0, width: b.width, height: b.height }, resized: true };
+    const r = clip ? clampRect(clip, b.width, b.height) : { x: 0, y: 0, width: b.width, height: b.height };
+    return { changed: r.width * r.height, box: r, resized: true };
   }
   const { width, height } = a;
   const da = a.data;
   const db = b.data;
+  const c = clip ? clampRect(clip, width, height) : { x: 0, y: 0, width, height };
   let changed = 0;
   let x0 = width;
   let y0 = height;
   let x1 = -1;
   let y1 = -1;
   const useMasks = masks.length > 0;
-  for (let y = 0; y < height; y++) {
-    let i = y * width * 4;
-    for (let x = 0; x < width; x++, i += 4) {
+  for (let y = c.y; y < c.y + c.height; y++) {
+    let i = (y * width + c.x) * 4;
+    for (let x = c.x; x < c.x + c.width; x++, i += 4) {
       if (da[i] === db[i] && da[i + 1] === db[i + 1] && da[i + 2] === db[i + 2]) continue;
       if (useMasks && masked(masks, x, y)) continue;
       changed++;
@@ -64,6 +70,15 @@ export function diffPixels(a: RawImage, b: RawImage, masks: readonly Rect[] = []
     }
   }
   return { changed, box: changed ? { x: x0, y: y0, width: x1 - x0 + 1, height: y1 - y0 + 1 } : null, resized: false };
+}
+
+/** `r` with whole-pixel edges, inside a width × height image. */
+export function clampRect(r: Rect, width: number, height: number): Rect {
+  const x = Math.max(0, Math.min(width, Math.floor(r.x)));
+  const y = Math.max(0, Math.min(height, Math.floor(r.y)));
+  const x1 = Math.max(x, Math.min(width, Math.ceil(r.x + r.width)));
+  const y1 = Math.max(y, Math.min(height, Math.ceil(r.y + r.height)));
+  return { x, y, width: x1 - x, height: y1 - y };
 }
 
 /** A captured frame: when the compositor produced it (CLOCK_MONOTONIC ns) and its PNG bytes. */
@@ -85,9 +100,10 @@ export interface FrameChange {
 /**
  * The frames that differ from their predecessor. Identical PNG bytes mean identical pixels (the encoder is
  * deterministic), so only frames whose bytes differ are decoded and compared; the previous decoded image is
- * kept. `from` is the index of the reference frame (what was on screen before the load).
+ * kept. `from` is the index of the reference frame (what was on screen before the load). With `clip`, only
+ * pixels inside it are compared (see diffPixels).
  */
-export function frameChanges(frames: readonly CapturedFrame[], masks: readonly Rect[] = [], from = 0): FrameChange[] {
+export function frameChanges(frames: readonly CapturedFrame[], masks: readonly Rect[] = [], from = 0, clip?: Rect): FrameChange[] {
   const out: FrameChange[] = [];
   if (frames.length <= from) return out;
   let prevPng = frames[from]!.png;
@@ -97,7 +113,7 @@ export function frameChanges(frames: readonly CapturedFrame[], masks: readonly R
     if (f.png.equals(prevPng)) continue;
     prevImg ??= decodePng(prevPng);
     const img = decodePng(f.png);
-    const d = diffPixels(prevImg, img, masks);
+    const d = diffPixels(prevImg, img, masks, clip);
     if (d.changed > 0) out.push({ index: i, tNs: f.tNs, prevNs: frames[i - 1]!.tNs, changed: d.changed, box: d.box });
     prevPng = f.png;
     prevImg = img;

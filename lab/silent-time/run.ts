@@ -81,7 +81,26 @@ export interface LoadResult {
   /** ms from issuing the navigation to the request on the wire */
   navToRequestMs: number | null;
   pageHeight?: number;
+  /**
+   * Cross-check (our browser): the renderer's own paint markers after the request (ms), their silent time,
+   * and the largest distance from a compositor update to the nearest marker (ms). Absent for chromium.
+   */
+  markerTimesMs?: number[];
+  markerSilentMs?: number | null;
+  crossCheckMs?: number | null;
   warnings: string[];
+}
+
+/** The largest distance (ms) from an update to the nearest marker; null when either list is empty. */
+export function crossCheck(updatesMs: readonly number[], markersMs: readonly number[]): number | null {
+  if (!updatesMs.length || !markersMs.length) return null;
+  let worst = 0;
+  for (const u of updatesMs) {
+    let best = Infinity;
+    for (const m of markersMs) best = Math.min(best, Math.abs(u - m));
+    worst = Math.max(worst, best);
+  }
+  return worst;
 }
 
 export function linkOptionsFor(o: Pick<RunOptions, 'delayMs' | 'rate' | 'burst' | 'queueBytes'>, loss: number, seed: number): LinkOptions {
@@ -143,6 +162,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
       requestSource = 'transport';
     }
     const r: LoadResult = { ...base, method: load.method, requestSource, navToRequestMs: ms(requestNs - load.navStartNs), pageHeight: load.pageHeight };
+    if (load.warnings) r.warnings.push(...load.warnings);
 
     let updateTimes: number[];
     if (load.reanalyze) {
@@ -154,6 +174,12 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
       if (u.clockViolations > 0) r.warnings.push(`${u.clockViolations} frames stamped after their receipt (clock alignment?)`);
     } else {
       updateTimes = load.updateNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
+    }
+    if (load.markerNs) {
+      const markers = load.markerNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
+      r.markerTimesMs = markers.map((t) => Math.round(t * 100) / 100);
+      r.markerSilentMs = longestGap(0, markers)?.gap ?? null;
+      r.crossCheckMs = crossCheck(updateTimes, markers);
     }
     const g = longestGap(0, updateTimes);
     r.updates = updateTimes.length;

@@ -4,10 +4,13 @@
 //
 //  chromium          stock Chromium (HTTP/1.1 over kernel TCP, --disable-quic), frames from its compositor
 //                    (updates.ts), no network throttling of its own: the emulator impairs.
-//  catp, inorder,    our browser, `catp browse --headless --record FILE --transport X URL`, run in the
-//  tcp               client namespace; FILE is its load record (JSON, app/browser's LoadRecord: times in
-//                    epoch ms, mapped onto CLOCK_MONOTONIC with the link's realtime − monotonic offset).
-//                    Until `catp browse` exists they report "not available yet".
+//  catp, inorder,    our browser, `catp browse --headless --record FILE --frames FRAMES --transport X URL`,
+//  tcp               run in the client namespace. FRAMES (page-frames.ts) has the compositor frames of the
+//                    page area only, captured and compared with the same code as chromium's: they are the
+//                    visible updates (method 'compositor'). FILE is its load record (JSON, app/browser's
+//                    LoadRecord); its updates are the renderer's own paint markers, kept as a cross-check.
+//                    Times in both are epoch ms, mapped onto CLOCK_MONOTONIC with the link's realtime −
+//                    monotonic offset. Until `catp browse` exists they report "not available yet".
 import { type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -15,7 +18,9 @@ import * as path from 'node:path';
 
 import { type Link } from '../link';
 import { catpCommand } from './origin';
-import { analyzeUpdates, launchChromium, openRecordedPage, type UpdatesResult } from './updates';
+import { type FrameChange } from './frames';
+import { type PageFramesFile } from './page-frames';
+import { analyzeUpdates, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
 
 export interface LoadContext {
   link: Link;
@@ -43,9 +48,13 @@ export interface TransportLoad {
   frameNs: bigint[];
   loadEventNs: bigint | null;
   /** where the updates come from */
-  method: 'compositor-screencast' | 'renderer-markers';
+  method: 'compositor-screencast' | 'compositor' | 'renderer-markers';
+  /** the renderer's own paint markers (CLOCK_MONOTONIC ns, sorted), a cross-check of the compositor's updates */
+  markerNs?: bigint[];
   /** the page's layout height, to warn when it is taller than the viewport (updates below it are unseen) */
   pageHeight?: number;
+  /** notes of the transport, copied into the load's warnings */
+  warnings?: string[];
   /** analysis the transport already did (chromium) — recomputed by the runner against the request time */
   reanalyze?: (requestNs: bigint) => UpdatesResult;
 }
@@ -111,6 +120,28 @@ interface BrowseRecord {
   error?: string;
 }
 
+function readFrames(file: string): PageFramesFile {
+  if (!fs.existsSync(file)) throw new Error('catp browse wrote no frames file (--frames)');
+  const f = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<PageFramesFile>;
+  if (f.version !== 1 || !Array.isArray(f.frames)) throw new Error(`${file} is not a frames file (version 1, frames[])`);
+  if (f.frames.length < 2) throw new Error(`catp browse captured ${f.frames.length} compositor frames`);
+  return f as PageFramesFile;
+}
+
+/**
+ * The page-area frames of `catp browse --frames` on CLOCK_MONOTONIC, stamps made non-decreasing, and their
+ * changes, analysed against the request exactly as chromium's frames are (summarizeUpdates).
+ */
+export function framesAnalysis(f: PageFramesFile, realtimeMinusMonotonicNs: bigint): { frameNs: bigint[]; reanalyze: (requestNs: bigint) => UpdatesResult } {
+  const toNs = (ms: number) => BigInt(Math.round(ms * 1e6)) - realtimeMinusMonotonicNs;
+  const frames = monotoneFrames(f.frames.map((x) => ({ tNs: toNs(x.tEpochMs), recvNs: toNs(x.recvEpochMs) })));
+  const changes: FrameChange[] = [];
+  f.frames.forEach((x, i) => {
+    if (i > 0 && x.changed > 0) changes.push({ index: i, tNs: frames[i]!.tNs, prevNs: frames[i - 1]!.tNs, changed: x.changed, box: x.box ?? null });
+  });
+  return { frameNs: frames.map((x) => x.tNs), reanalyze: (requestNs) => summarizeUpdates(frames, changes, requestNs) };
+}
+
 function readRecord(file: string): BrowseRecord {
   const r = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<BrowseRecord>;
   if (typeof r.requestAtEpochMs !== 'number' || !Array.isArray(r.updates)) throw new Error(`${file} is not a load record (requestAtEpochMs, updates[])`);
@@ -167,6 +198,7 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
       if (why) throw new Error(why);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-record-'));
       const file = path.join(dir, 'record.json');
+      const framesFile = path.join(dir, 'frames.json');
       try {
         const { cmd, args } = catpCommand();
         const scheme = name === 'tcp' ? 'http' : 'dhttp';
@@ -175,14 +207,24 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         // Our server paces CATP and in-order frames at the rate asked for: just under the link's rate (which
         // counts IP and UDP headers too), so it does not overflow the emulator's queue. TCP finds the rate itself.
         const rate = name !== 'tcp' && ctx.rate > 0 ? ['--rate', String(Math.max(1000, Math.floor(ctx.rate * 0.95)))] : [];
-        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
         const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
         if (code !== 0) throw new Error(`catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
         const rec = readRecord(file);
         if (rec.outcome && rec.outcome !== 'complete') throw new Error(`catp browse: load ${rec.outcome}${rec.error ? `: ${rec.error}` : ''}`);
         const toNs = (ms: number) => BigInt(Math.round(ms * 1e6)) - ctx.link.realtimeMinusMonotonicNs;
         const updateNs = rec.updates.map((u) => toNs(u.atEpochMs)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-        return { navStartNs, requestHintNs: toNs(rec.requestAtEpochMs), updateNs, frameNs: [], loadEventNs: null, method: 'renderer-markers' };
+        const frames = readFrames(framesFile);
+        const fa = framesAnalysis(frames, ctx.link.realtimeMinusMonotonicNs);
+        const warnings: string[] = [];
+        if (frames.clipAtEnd && JSON.stringify(frames.clipAtEnd) !== JSON.stringify(frames.clipAtStart)) {
+          warnings.push(`the page area moved during the load (${JSON.stringify(frames.clipAtStart)} → ${JSON.stringify(frames.clipAtEnd)}); compared: ${JSON.stringify(frames.clip)}`);
+        }
+        return {
+          warnings,
+          navStartNs, requestHintNs: toNs(rec.requestAtEpochMs), updateNs: [], frameNs: fa.frameNs, loadEventNs: null,
+          method: 'compositor', markerNs: updateNs, reanalyze: fa.reanalyze,
+        };
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }

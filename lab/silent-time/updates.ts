@@ -191,7 +191,6 @@ export function analyzeUpdates(frames0: readonly RecordedFrame[], requestNs: big
   const frames = monotoneFrames(frames0);
   let ref = -1;
   for (let i = 0; i < frames.length; i++) if (frames[i]!.tNs <= requestNs) ref = i;
-  const ms = (ns: bigint) => Number(ns - requestNs) / 1e6;
   // Without a frame before the request, an all-white frame of the first frame's size stands in for it.
   let list: CapturedFrame[] = [...frames];
   let from = ref;
@@ -200,6 +199,23 @@ export function analyzeUpdates(frames0: readonly RecordedFrame[], requestNs: big
     from = 0;
   }
   const updates = frameChanges(list, masks, Math.max(0, from)).filter((u) => u.tNs > requestNs);
+  return summarizeUpdates(frames, updates, requestNs);
+}
+
+/** A captured frame's times only (CLOCK_MONOTONIC ns): its compositor stamp and its receipt. */
+export interface FrameTimes {
+  tNs: bigint;
+  recvNs: bigint;
+}
+
+/**
+ * The figures of a load from its frames (stamps already non-decreasing: monotoneFrames) and the frames
+ * among them that changed pixels (any order of computing them: analyzeUpdates here, or the page-area
+ * capture of `catp browse --frames`). Changes at or before the request are ignored.
+ */
+export function summarizeUpdates(frames: readonly FrameTimes[], changes: readonly FrameChange[], requestNs: bigint): UpdatesResult {
+  const ms = (ns: bigint) => Number(ns - requestNs) / 1e6;
+  const updates = changes.filter((u) => u.tNs > requestNs);
   const times = updates.map((u) => ms(u.tNs));
   const g = longestGap(0, times);
   const after = frames.filter((f) => f.tNs > requestNs);
@@ -238,7 +254,7 @@ const CLOCK_SLACK_NS = 20_000_000n;
  * captured before another cannot show content made after it, so each stamp becomes the minimum of its
  * own and every later frame's stamp.
  */
-export function monotoneFrames(frames: readonly RecordedFrame[]): RecordedFrame[] {
+export function monotoneFrames<F extends FrameTimes>(frames: readonly F[]): F[] {
   const out = frames.map((f) => ({ ...f }));
   for (let i = out.length - 2; i >= 0; i--) if (out[i]!.tNs > out[i + 1]!.tNs) out[i]!.tNs = out[i + 1]!.tNs;
   return out;

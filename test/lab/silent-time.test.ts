@@ -15,9 +15,10 @@ import { addRange, networkFloor } from '../../lab/silent-time/floor';
 import { diffPixels, frameChanges, type RawImage } from '../../lab/silent-time/frames';
 import { generatePage, parseSize } from '../../lab/silent-time/pages';
 import { CSV_COLUMNS, summarize, type JsonReport } from '../../lab/silent-time/report';
-import { type LoadResult } from '../../lab/silent-time/run';
+import { crossCheck, type LoadResult } from '../../lab/silent-time/run';
+import { framesAnalysis } from '../../lab/silent-time/transports';
 import { longestGap, mean, p95, quantile } from '../../lab/silent-time/stats';
-import { monotoneFrames, type RecordedFrame } from '../../lab/silent-time/updates';
+import { analyzeUpdates, monotoneFrames, type RecordedFrame } from '../../lab/silent-time/updates';
 import { requireLab } from './helpers';
 
 function image(width: number, height: number, squares: Array<{ x: number; y: number; size: number; rgb: [number, number, number] }>): RawImage {
@@ -74,6 +75,41 @@ describe('pixel comparison', () => {
     const ch = frameChanges(frames);
     expect(ch.map((x) => x.index)).toEqual([2, 5]);
     expect(ch[1]!.prevNs).toBe(frames[4]!.tNs);
+  });
+
+  test('a clip: only pixels inside the rectangle count (the page area of our app page, not its HUD)', () => {
+    const a = image(64, 48, []);
+    const hud = image(64, 48, [{ x: 0, y: 0, size: 8, rgb: [0, 0, 0] }]); // outside the clip
+    const page = image(64, 48, [{ x: 20, y: 20, size: 4, rgb: [0, 0, 0] }]); // inside
+    const clip = { x: 10, y: 10, width: 40.5, height: 100 }; // clamped to the image, edges rounded outwards
+    expect(diffPixels(a, hud, [], clip).changed).toBe(0);
+    expect(diffPixels(a, page, [], clip)).toEqual({ changed: 16, box: { x: 20, y: 20, width: 4, height: 4 }, resized: false });
+    const frames = [a, hud, page, page].map((img, i) => ({ tNs: BigInt(i) * 16_666_667n, png: png(img) }));
+    expect(frameChanges(frames, [], 0, clip).map((c) => c.index)).toEqual([2]);
+  });
+
+  test('page-area frames (catp browse --frames) are analysed like chromium frames; cross-check against markers', () => {
+    const a = png(image(32, 32, []));
+    const b = png(image(32, 32, [{ x: 1, y: 1, size: 2, rgb: [0, 0, 0] }]));
+    const c = png(image(32, 32, [{ x: 9, y: 9, size: 2, rgb: [0, 0, 0] }]));
+    const MS = 1_000_000n;
+    const pngs = [a, a, b, b, c, c];
+    const stamps = [0, 17, 33, 50, 117, 133]; // a 67 ms gap before the last change
+    const rec: RecordedFrame[] = pngs.map((p, i) => ({ tNs: BigInt(stamps[i]!) * MS, recvNs: BigInt(stamps[i]! + 5) * MS, png: p }));
+    const direct = analyzeUpdates(rec, 10n * MS, []);
+    const ch = frameChanges(rec);
+    const file = {
+      version: 1 as const, method: 'compositor-screencast' as const, clip: { x: 0, y: 0, width: 32, height: 32 }, clipAtStart: { x: 0, y: 0, width: 32, height: 32 },
+      clipAtEnd: null, frameSize: { width: 32, height: 32 }, heartbeat: true as const, sampling: null, analysisMs: 0,
+      // epoch ms = monotonic + 1000 s
+      frames: rec.map((f, i) => ({ tEpochMs: Number(f.tNs / MS) + 1e6, recvEpochMs: Number(f.recvNs / MS) + 1e6, changed: ch.find((x) => x.index === i)?.changed ?? 0 })),
+    };
+    const viaFile = framesAnalysis(file, 1_000_000n * MS).reanalyze(10n * MS);
+    expect(viaFile.updates.map((u) => u.tNs)).toEqual(direct.updates.map((u) => u.tNs));
+    expect(viaFile).toMatchObject({ silentMs: direct.silentMs, firstPaintMs: 23, lastUpdateMs: 107, sampling: direct.sampling, frames: 5 });
+    expect(direct.sampling!.maxMs).toBe(67);
+    expect(crossCheck([23, 107], [20, 90, 100])).toBe(7);
+    expect(crossCheck([23], [])).toBeNull();
   });
 
   test('frame stamps are made non-decreasing in capture order', () => {
@@ -176,11 +212,11 @@ describe('pages', () => {
   });
 });
 
-describe('end to end: catp silent-time through the link with stock Chromium', () => {
+describe('end to end: catp silent-time through the link with stock Chromium and our browser', () => {
   jest.setTimeout(240_000);
   beforeAll(() => requireLab());
 
-  test('1 page × loss {0, 0.1} × 2 reps: every load measured, numbers consistent, outputs written', async () => {
+  test('1 page × loss {0, 0.1} × 2 reps × {chromium, catp}: every load measured from compositor frames, numbers consistent, outputs written', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-test-'));
     try {
       const out = new PassThrough();
@@ -191,23 +227,31 @@ describe('end to end: catp silent-time through the link with stock Chromium', ()
       err.on('data', (d: Buffer) => (stderr += d.toString()));
       const files = { json: path.join(dir, 'r.json'), csv: path.join(dir, 'r.csv'), chart: path.join(dir, 'r.svg') };
       const code = await silentTime(
-        ['--sizes', '10k', '--loss', '0,0.1', '--reps', '2', '--transports', 'chromium', '--delay', '10', '--rate', '10000', '--seed', '5',
+        ['--sizes', '10k', '--loss', '0,0.1', '--reps', '2', '--transports', 'chromium,catp', '--delay', '10', '--rate', '10000', '--seed', '5',
           '--settle', '600', '--json', files.json, '--csv', files.csv, '--chart', files.chart],
         { stdout: out, stderr: err },
       );
       console.log(stdout);
       expect(code).toBe(0);
       // not a terminal: one plain progress line per load
-      expect(stderr.split('\n').filter((l) => l.startsWith('silent-time: '))).toHaveLength(4);
+      expect(stderr.split('\n').filter((l) => l.startsWith('silent-time: '))).toHaveLength(8);
 
       const report = JSON.parse(fs.readFileSync(files.json, 'utf8')) as JsonReport;
-      expect(report.loads).toHaveLength(4);
+      expect(report.loads).toHaveLength(8);
       const seeds = new Set<number>();
       for (const r of report.loads as LoadResult[]) {
-        const ctx = JSON.stringify({ loss: r.loss, rep: r.rep, error: r.error, warnings: r.warnings });
+        const ctx = JSON.stringify({ transport: r.transport, loss: r.loss, rep: r.rep, error: r.error, warnings: r.warnings });
         expect({ ok: r.ok, ctx }).toEqual({ ok: true, ctx });
         seeds.add(r.seed);
-        expect(r.method).toBe('compositor-screencast');
+        // the same method for both: compositor frames, pixel by pixel (ours: the page area only)
+        expect(r.method).toBe(r.transport === 'chromium' ? 'compositor-screencast' : 'compositor');
+        if (r.transport === 'catp') {
+          // the cross-check against the renderer's paint markers is reported
+          expect(r.markerTimesMs!.length).toBeGreaterThan(0);
+          expect(r.crossCheckMs).toEqual(expect.any(Number));
+        } else {
+          expect(r.pageHeight!).toBeLessThanOrEqual(800);
+        }
         expect(r.requestSource).toBe('link-log');
         const silent = r.silentMs!;
         const floor = r.floorMs!;
@@ -226,24 +270,25 @@ describe('end to end: catp silent-time through the link with stock Chromium', ()
         expect(r.meanGapMs!).toBeGreaterThan(50);
         expect(r.expectedMs!).toBeCloseTo(r.meanGapMs! / (1 - r.loss), 6);
         expect(r.unmatchedPackets).toBe(0);
-        expect(r.pageHeight!).toBeLessThanOrEqual(800);
         // every update lies within the load; the list is sorted
         expect([...r.updateTimesMs].sort((a, b) => a - b)).toEqual(r.updateTimesMs);
       }
-      expect(seeds.size).toBe(4); // (loss, rep) → its own seed
+      expect(seeds.size).toBe(4); // (loss, rep) → its own seed, shared by the transports
 
-      expect(report.summary).toHaveLength(2);
-      expect(report.summary.map((s) => [s.loss, s.loads])).toEqual([[0, 2], [0.1, 2]]);
+      expect(report.summary).toHaveLength(4);
+      expect(report.summary.map((s) => [s.transport, s.loss, s.loads])).toEqual([['chromium', 0, 2], ['catp', 0, 2], ['chromium', 0.1, 2], ['catp', 0.1, 2]]);
       const csv = fs.readFileSync(files.csv, 'utf8').trim().split('\n').map((l) => l.split(','));
       expect(csv[0]).toEqual(CSV_COLUMNS);
-      expect(csv).toHaveLength(3);
+      expect(csv).toHaveLength(5);
       expect(Number(csv[1]![CSV_COLUMNS.indexOf('silentMean')])).toBeCloseTo(report.summary[0]!.silentMean, 2);
       const svg = fs.readFileSync(files.chart, 'utf8');
       expect(svg.startsWith('<svg')).toBe(true);
       expect(svg).toContain('chromium');
       expect(svg).toContain('stroke-dasharray');
-      expect((svg.match(/<polyline/g) ?? []).length).toBe(2); // silent time and floor of the one transport
+      expect(svg).toContain('catp');
+      expect((svg.match(/<polyline/g) ?? []).length).toBe(4); // silent time and floor of each transport
       expect(stdout).toMatch(/gen-10k\s+chromium\s+0%\s+2/);
+      expect(stdout).toMatch(/gen-10k\s+catp\s+10%\s+2/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
