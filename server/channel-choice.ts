@@ -214,14 +214,5 @@ function snap(v: number): number {
   return v < 1 / 1024 ? 0 : v;
 }
 
-/** Small deterministic PRNG (mulberry32) for tests and reproducible runs. */
-export function seededRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Small deterministic PRNG for tests and reproducible runs (shared: protocol/random.ts). */
+export { seededRng } from '../protocol/random';

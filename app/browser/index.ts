@@ -4,6 +4,6 @@ export { BrowserService, type BrowserServiceOptions } from './service';
 export { startShellServer, viewUrlFor, VIEW_CSP, type ShellServer } from './shell-server';
 export { startBrowserSession, defaultRendererDir, type BrowserSession } from './session';
 export { openAppWindow, openHeadless, chromiumFlags, chromiumAvailable, CHROMIUM_PATH } from './chromium';
-export { startLossyRelay, seededRandom, type LossyRelay } from './lossy-relay';
+export { startLossyRelay, type LossyRelay } from './lossy-relay';
 export { httpStream, StreamingResponseDecoder, HttpStreamError } from './http-stream';
 export { toWireSkeleton, dumpToParse5, serializeDump } from './wire';

@@ -5,6 +5,8 @@
 import dgram from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 
+import { seededRng } from '../../protocol/random';
+
 export interface LossyRelayOptions {
   /** Loss probability per datagram, each direction (0..1). */
   loss: number;
@@ -22,23 +24,12 @@ export interface LossyRelay {
   close(): Promise<void>;
 }
 
-export function seededRandom(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export async function startLossyRelay(serverPort: number, options: LossyRelayOptions): Promise<LossyRelay> {
   const host = options.host ?? '127.0.0.1';
   const type = host.includes(':') ? 'udp6' : 'udp4';
   const front = dgram.createSocket(type);
   const back = dgram.createSocket(type);
-  const rand = seededRandom(options.seed ?? 1);
+  const rand = seededRng(options.seed ?? 1);
   const counts = { toServer: 0, toClient: 0, dropped: 0 };
   const timers = new Set<NodeJS.Timeout>();
   let client: { address: string; port: number } | null = null;

@@ -10,7 +10,7 @@ import { parse, serialize } from 'parse5';
 import { DhttpHost, type FrameRecord, type StreamEvent } from '../../app';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { startServer, type DhttpServer } from '../../server';
-import { seededRng } from '../../server/channel-choice';
+import { seededRng } from '../../protocol/random';
 import { startUdpRelay, type UdpRelay } from '../helpers/udp-relay';
 
 const DEMO = join(__dirname, '..', '..', 'demo', 'site');

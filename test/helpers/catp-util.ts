@@ -9,7 +9,7 @@ import {
   RepairSender,
   FRAME_KIND,
 } from '../../protocol/catp';
-import { seededRng } from '../../server/channel-choice';
+import { seededRng } from '../../protocol/random';
 
 export const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
 

@@ -4,7 +4,7 @@ import * as crypto from 'node:crypto';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { Endpoint, Incoming } from '../../native';
-import { seededRng as mulberry32 } from '../../server/channel-choice';
+import { seededRng as mulberry32 } from '../../protocol/random';
 
 
 function randomBytes(rand: () => number, n: number): Buffer {

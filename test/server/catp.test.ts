@@ -9,7 +9,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import * as parse5 from 'parse5';
-import { seededRng } from '../../server/channel-choice';
+import { seededRng } from '../../protocol/random';
 import { startServer, type DhttpServer, type ServerCounters } from '../../server';
 import {
   decodeResponseDatagram,

@@ -6,7 +6,7 @@ import { promises as fsp } from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
-import { seededRng } from '../../server/channel-choice';
+import { seededRng } from '../../protocol/random';
 import { startServer, type DhttpServer, type ServerCounters } from '../../server';
 import {
   ID_BYTES,

@@ -12,7 +12,7 @@ import {
 import { DhttpRequestStream } from '../../../../protocol/dhttp/stream';
 import { MAX_DATAGRAM_PAYLOAD, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../../../../protocol/dhttp/wire';
 
-import { seededRng as mulberry32 } from '../../../../server/channel-choice';
+import { seededRng as mulberry32 } from '../../../../protocol/random';
 
 export interface ServerRequest {
   via: 'udp' | 'tcp' | 'http';
