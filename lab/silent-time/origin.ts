@@ -8,10 +8,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { type Link } from '../link';
+import { NGINX, writeNginxConfig } from '../nginx';
 
 export type ServerKind = 'catp' | 'nginx';
 
-export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
 
 /** The repository root (where package.json and bin/catp.js are), from this file's location. */
 export function repoRoot(): string {
@@ -67,30 +67,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   } else {
     if (!NGINX) throw new Error('nginx not found: apt-get install nginx-light');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-nginx-'));
-    fs.mkdirSync(path.join(dir, 'tmp'));
-    const conf = path.join(dir, 'nginx.conf');
-    fs.writeFileSync(conf, `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 64; }
-http {
-  access_log off;
-  sendfile on;
-  client_body_temp_path ${dir}/tmp;
-  proxy_temp_path ${dir}/tmp;
-  fastcgi_temp_path ${dir}/tmp;
-  uwsgi_temp_path ${dir}/tmp;
-  scgi_temp_path ${dir}/tmp;
-  types { text/html html htm; text/css css; image/png png; image/svg+xml svg; image/jpeg jpg jpeg; application/javascript js; }
-  default_type application/octet-stream;
-  server {
-    listen ${link.serverAddress}:${port};
-    root ${root};
-  }
-}
-`);
+    const conf = writeNginxConfig(dir, `${link.serverAddress}:${port}`, root);
     child = link.spawnIn('server', NGINX, ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
   }
   let stderr = '';

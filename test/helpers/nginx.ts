@@ -1,11 +1,11 @@
 // Runs Debian's nginx (a real HTTP/1.1 server that knows nothing of DHTTP) on a free loopback port.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
+import { NGINX, writeNginxConfig } from '../../lab/nginx';
 
 export interface Nginx {
   port: number;
@@ -40,32 +40,8 @@ async function waitForPort(port: number, child: ChildProcess, deadlineMs: number
 export async function startNginx(root: string): Promise<Nginx> {
   if (!NGINX) throw new Error('nginx not found: install Debian package nginx-light (or nginx)');
   const dir = mkdtempSync(join(tmpdir(), 'catp-nginx-'));
-  mkdirSync(join(dir, 'tmp'));
   const port = await freePort();
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/tmp;
-  proxy_temp_path ${dir}/tmp;
-  fastcgi_temp_path ${dir}/tmp;
-  uwsgi_temp_path ${dir}/tmp;
-  scgi_temp_path ${dir}/tmp;
-  types { text/html html; text/plain txt; application/octet-stream bin; }
-  server {
-    listen 127.0.0.1:${port};
-    root ${root};
-  }
-}
-`,
-  );
+  const conf = writeNginxConfig(dir, `127.0.0.1:${port}`, root);
   const child = spawn(NGINX, ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
