@@ -98,51 +98,70 @@ class Sender {
   close(): void { this.child.send('exit'); }
 }
 
-async function runNative(sender: Sender, opts: Options, ids: Buffer[]): Promise<Omit<RoundResult, 'round' | 'mode'>> {
-  let matched = 0;
-  let first = 0n;
-  let last = 0n;
-  const ep = new Endpoint({ host: '127.0.0.1' }, (batch) => {
-    let n = 0;
-    for (const e of batch) if (e.kind === 'datagram') n++;
-    if (n === 0) return;
-    const t = process.hrtime.bigint();
-    if (matched === 0) first = t;
-    last = t;
-    matched += n;
-  });
-  ids.forEach((id) => ep.expect(id));
-  const cpu0 = process.cpuUsage();
-  const res = await sender.send({ port: ep.udpPort, count: opts.count, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
-  const cpuUs = cpuSince(cpu0);  // the sender is done: everything it sent has arrived or was dropped
-  await quiesce(() => matched);
-  const c = ep.counters();
-  ep.close();
-  return finish(res, opts, matched, c.kernelDrops, first, last, cpuUs, c.batches);
+/** A receiver under test: counts matched datagrams and when the first and the last reached JavaScript. */
+interface Receiver {
+  port: number;
+  matched: number;
+  first: bigint;
+  last: bigint;
+  /** Closes it; returns the kernel's drop count and, for the native endpoint, its crossings into JavaScript. */
+  close(): Promise<{ kernelDrops: number; batches?: number }>;
 }
 
-async function runDgram(sender: Sender, opts: Options, ids: Buffer[]): Promise<Omit<RoundResult, 'round' | 'mode'>> {
+function count(rx: Receiver, n: number): void {
+  const t = process.hrtime.bigint();
+  if (rx.first === 0n) rx.first = t;
+  rx.last = t;
+  rx.matched += n;
+}
+
+/** The native endpoint matching IDs in C++, or Node's dgram with the same matching in JavaScript. */
+async function openReceiver(mode: Mode, ids: Buffer[]): Promise<Receiver> {
+  if (mode === 'native') {
+    const rx: Receiver = {
+      port: 0, matched: 0, first: 0n, last: 0n,
+      close: async () => {
+        const c = ep.counters();
+        ep.close();
+        return { kernelDrops: c.kernelDrops, batches: c.batches };
+      },
+    };
+    const ep = new Endpoint({ host: '127.0.0.1' }, (batch) => {
+      let n = 0;
+      for (const e of batch) if (e.kind === 'datagram') n++;
+      if (n > 0) count(rx, n);
+    });
+    ids.forEach((id) => ep.expect(id));
+    rx.port = ep.udpPort;
+    return rx;
+  }
   const table = new Set<bigint>(ids.map((b) => b.readBigUInt64LE(0)));
-  let matched = 0;
-  let first = 0n;
-  let last = 0n;
   const sock = dgram.createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
+  const rx: Receiver = {
+    port: 0, matched: 0, first: 0n, last: 0n,
+    close: async () => {
+      const drops = kernelDrops(rx.port);  // read before the socket (and its /proc/net/udp line) goes away
+      await new Promise<void>((resolve) => sock.close(() => resolve()));
+      return { kernelDrops: drops };
+    },
+  };
   sock.on('message', (msg) => {
-    if (msg.length < 8 || !table.has(msg.readBigUInt64LE(0))) return;
-    const t = process.hrtime.bigint();
-    if (matched === 0) first = t;
-    last = t;
-    matched++;
+    if (msg.length >= 8 && table.has(msg.readBigUInt64LE(0))) count(rx, 1);
   });
   await new Promise<void>((resolve) => sock.bind(0, '127.0.0.1', resolve));
-  const port = sock.address().port;
+  rx.port = sock.address().port;
+  return rx;
+}
+
+/** Steady stream: the sender sends `opts.count` datagrams as fast as it can while the receiver keeps up. */
+async function runSteady(mode: Mode, sender: Sender, opts: Options, ids: Buffer[]): Promise<Omit<RoundResult, 'round' | 'mode'>> {
+  const rx = await openReceiver(mode, ids);
   const cpu0 = process.cpuUsage();
-  const res = await sender.send({ port, count: opts.count, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
-  const cpuUs = cpuSince(cpu0);
-  await quiesce(() => matched);
-  const drops = kernelDrops(port);
-  await new Promise<void>((resolve) => sock.close(() => resolve()));
-  return finish(res, opts, matched, drops, first, last, cpuUs);
+  const res = await sender.send({ port: rx.port, count: opts.count, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
+  const cpuUs = cpuSince(cpu0);  // the sender is done: everything it sent has arrived or was dropped
+  await quiesce(() => rx.matched);
+  const c = await rx.close();
+  return finish(res, opts, rx.matched, c.kernelDrops, rx.first, rx.last, cpuUs, c.batches);
 }
 
 /** Keeps this thread busy (no event loop turns) for `ms`. */
@@ -153,60 +172,21 @@ function spin(ms: number): void {
 
 /**
  * One burst: ask the sender for `opts.burst` datagrams, keep the loop busy until they are all queued in the
- * socket buffer, then time the drain. `hook` installs the receiver and returns its matched counter.
+ * socket buffer, then time the drain.
  */
-async function burst(sender: Sender, opts: Options, ids: Buffer[], port: number, matched: () => number,
-  firstLast: () => [bigint, bigint]): Promise<{ drainMs: number; cpuUs: number; matched: number }> {
-  const before = matched();
-  const done = sender.send({ port, count: opts.burst, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
+async function runBurst(mode: Mode, sender: Sender, opts: Options, ids: Buffer[], round: number): Promise<BurstResult> {
+  const rx = await openReceiver(mode, ids);
+  const done = sender.send({ port: rx.port, count: opts.burst, size: opts.size, ids: ids.map((b) => b.toString('hex')) });
   spin(Math.max(100, opts.burst / 20));  // the sender needs ~10 µs a datagram; leave it ample time
   const cpu0 = process.cpuUsage();
   await done;
-  await quiesce(matched, 60);
+  await quiesce(() => rx.matched, 60);
   const cpuUs = cpuSince(cpu0);
-  const [first, last] = firstLast();
-  return { drainMs: Number(last - first) / 1e6, cpuUs, matched: matched() - before };
-}
-
-async function burstNative(sender: Sender, opts: Options, ids: Buffer[], round: number): Promise<BurstResult> {
-  let matched = 0;
-  let first = 0n;
-  let last = 0n;
-  const ep = new Endpoint({ host: '127.0.0.1' }, (batch) => {
-    let n = 0;
-    for (const e of batch) if (e.kind === 'datagram') n++;
-    if (n === 0) return;
-    const t = process.hrtime.bigint();
-    if (first === 0n) first = t;
-    last = t;
-    matched += n;
-  });
-  ids.forEach((id) => ep.expect(id));
-  const r = await burst(sender, opts, ids, ep.udpPort, () => matched, () => [first, last]);
-  const c = ep.counters();
-  ep.close();
-  return { mode: 'native', round, matched: r.matched, kernelDrops: c.kernelDrops, drainMs: r.drainMs, cpuUs: r.cpuUs, batches: c.batches };
-}
-
-async function burstDgram(sender: Sender, opts: Options, ids: Buffer[], round: number): Promise<BurstResult> {
-  const table = new Set<bigint>(ids.map((b) => b.readBigUInt64LE(0)));
-  let matched = 0;
-  let first = 0n;
-  let last = 0n;
-  const sock = dgram.createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
-  sock.on('message', (msg) => {
-    if (msg.length < 8 || !table.has(msg.readBigUInt64LE(0))) return;
-    const t = process.hrtime.bigint();
-    if (first === 0n) first = t;
-    last = t;
-    matched++;
-  });
-  await new Promise<void>((resolve) => sock.bind(0, '127.0.0.1', resolve));
-  const port = sock.address().port;
-  const r = await burst(sender, opts, ids, port, () => matched, () => [first, last]);
-  const drops = kernelDrops(port);
-  await new Promise<void>((resolve) => sock.close(() => resolve()));
-  return { mode: 'dgram', round, matched: r.matched, kernelDrops: drops, drainMs: r.drainMs, cpuUs: r.cpuUs };
+  const c = await rx.close();
+  return {
+    mode, round, matched: rx.matched, kernelDrops: c.kernelDrops, drainMs: Number(rx.last - rx.first) / 1e6, cpuUs,
+    ...(c.batches === undefined ? {} : { batches: c.batches }),
+  };
 }
 
 function median(xs: number[]): number {
@@ -230,7 +210,7 @@ async function main(): Promise<void> {
       // Alternate which goes first so neither always gets the warmer machine.
       const order: Mode[] = round % 2 ? ['native', 'dgram'] : ['dgram', 'native'];
       for (const mode of order) {
-        const r = mode === 'native' ? await runNative(sender, opts, ids) : await runDgram(sender, opts, ids);
+        const r = await runSteady(mode, sender, opts, ids);
         results.push({ round, mode, ...r });
         console.log(`${String(round).padStart(5)}  ${mode.padEnd(8)}  ${`${fmt(r.matched)}/${fmt(r.expectedMatched)}`.padStart(16)}` +
           `  ${fmt(r.kernelDrops).padStart(11)}  ${(r.batches === undefined ? '-' : fmt(r.batches)).padStart(7)}` +
@@ -269,7 +249,7 @@ async function main(): Promise<void> {
     for (let round = 1; round <= opts.rounds; round++) {
       const order: Mode[] = round % 2 ? ['native', 'dgram'] : ['dgram', 'native'];
       for (const mode of order) {
-        const b = mode === 'native' ? await burstNative(sender2(), opts, ids, round) : await burstDgram(sender2(), opts, ids, round);
+        const b = await runBurst(mode, sender2(), opts, ids, round);
         bursts.push(b);
         console.log(`${String(round).padStart(5)}  ${mode.padEnd(8)}  ${fmt(b.matched).padStart(7)}  ${fmt(b.kernelDrops).padStart(11)}` +
           `  ${(b.batches === undefined ? '-' : fmt(b.batches)).padStart(7)}  ${b.drainMs.toFixed(2).padStart(8)}` +
