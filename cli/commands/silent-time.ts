@@ -5,7 +5,8 @@ import * as fs from 'node:fs';
 import { writeChart } from '../../lab/silent-time/chart';
 import { generatedPages, pagesFromPaths, parseSize, type PageSpec } from '../../lab/silent-time/pages';
 import { formatCsv, formatJson, formatTable, summarize } from '../../lab/silent-time/report';
-import { runSilentTime, type Progress } from '../../lab/silent-time/run';
+import { LoadLogError, openLoadLog, readLoadLog, type LoadLog } from '../../lab/silent-time/load-log';
+import { runSilentTime, type LoadResult, type Progress } from '../../lab/silent-time/run';
 import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
 import { labSupport } from '../../lab/link';
 import { parse, UsageError, type Io } from '../args';
@@ -38,6 +39,9 @@ measurement:
   --timeout S          give up on one load after S seconds (default 120)
   --settle MS          keep capturing after the load event (default 1000)
 output:
+  --log FILE           append every load to FILE (JSON lines) as it finishes; if FILE exists (same
+                       settings), the loads in it are kept and not measured again: an interrupted run resumes
+  --from FILE          no measuring: the table, --json, --csv and --chart from a --log FILE
   --json FILE          every load and the summary
   --csv FILE           the summary table
   --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
@@ -63,6 +67,8 @@ const options = {
   viewport: { type: 'string' },
   timeout: { type: 'string' },
   settle: { type: 'string' },
+  log: { type: 'string' },
+  from: { type: 'string' },
   json: { type: 'string' },
   csv: { type: 'string' },
   chart: { type: 'string' },
@@ -92,7 +98,8 @@ function fmtDuration(ms: number): string {
 export function progressReporter(stream: NodeJS.WritableStream, tty: boolean, start = Date.now()): (p: Progress) => void {
   return (p) => {
     const elapsed = Date.now() - start;
-    const eta = p.done > 0 ? (elapsed / p.done) * (p.total - p.done) : NaN;
+    const measured = p.done - p.reused;
+    const eta = measured > 0 ? (elapsed / measured) * (p.total - p.done) : NaN;
     const what = `${p.page} ${p.transport} loss ${p.loss} rep ${p.rep + 1}`;
     if (tty) {
       const width = 24;
@@ -114,6 +121,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     io.stdout.write(HELP);
     return 0;
   }
+  if (values.from !== undefined) return fromLog(values.from, values, io);
   const losses = (list(values.loss) ?? ['0', '0.05', '0.1', '0.2']).map((s) => num(s, 'loss', 0, 0.99, 0));
   const sizes = (list(values.sizes) ?? []).map((s) => {
     try {
@@ -160,24 +168,65 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
 
   const gen = sizes.length ? generatedPages(sizes) : undefined;
   if (gen) pages = [...gen.pages, ...pages];
-  const started = new Date();
-  const t0 = Date.now();
+  const settings = { losses, delayMs, rate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+  let log: LoadLog | undefined;
   try {
+    if (values.log !== undefined) {
+      try {
+        log = openLoadLog(values.log, settings);
+      } catch (err) {
+        if (err instanceof LoadLogError) throw new UsageError(err.message);
+        throw err;
+      }
+      if (log.previous.size > 0 && !values.quiet) io.stderr.write(`silent-time: resuming from ${values.log}: ${log.previous.size} loads already measured${log.tornLines ? ` (${log.tornLines} torn lines skipped)` : ''}\n`);
+    }
+    const started = new Date();
+    const t0 = Date.now();
     const tty = !values.quiet && (io.stderr as { isTTY?: boolean }).isTTY === true;
     const onProgress = values.quiet ? undefined : progressReporter(io.stderr, tty, t0);
     const results = await runSilentTime({
       pages, losses, transports, reps, seed, delayMs, rate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
+      previous: log?.previous, onResult: log ? (r) => log!.append(r) : undefined,
     });
     const wallMs = Date.now() - t0;
-    const rows = summarize(results);
-    io.stdout.write(formatTable(rows));
-    io.stdout.write(`\n${results.length} loads in ${fmtDuration(wallMs)}; link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}\n`);
-    const settings = { losses, delayMs, rate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
-    if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs, summary: rows, loads: results }));
-    if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
-    if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay)`);
+    const measured = results.length - (log?.previous.size ?? 0);
+    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}`;
+    await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs);
     return results.some((r) => r.ok) ? 0 : 1;
   } finally {
+    log?.close();
     gen?.cleanup();
   }
+}
+
+interface OutputValues {
+  json?: string;
+  csv?: string;
+  chart?: string;
+}
+
+async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[], meta: { command: string; settings: Record<string, unknown>; startedAt: string | null; wallMs: number | null }, footer: string, rate: number, delayMs: number): Promise<void> {
+  const rows = summarize(results);
+  io.stdout.write(formatTable(rows));
+  io.stdout.write(`\n${footer}\n`);
+  if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', ...meta, summary: rows, loads: results }));
+  if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
+  if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay)`);
+}
+
+/** `--from FILE`: the report of a load log, without measuring. */
+async function fromLog(file: string, values: OutputValues, io: Io): Promise<number> {
+  let log: ReturnType<typeof readLoadLog>;
+  try {
+    log = readLoadLog(file);
+  } catch (err) {
+    if (err instanceof LoadLogError) throw new UsageError(err.message);
+    throw err;
+  }
+  const st = (log.settings ?? {}) as { rate?: number; delayMs?: number };
+  const rate = typeof st.rate === 'number' ? st.rate : NaN;
+  const delayMs = typeof st.delayMs === 'number' ? st.delayMs : NaN;
+  const footer = `${log.loads.length} loads from ${file}${log.tornLines ? ` (${log.tornLines} torn lines skipped)` : ''}`;
+  await writeOutputs(values, io, log.loads, { command: `catp silent-time --from ${file}`, settings: (log.settings ?? {}) as Record<string, unknown>, startedAt: null, wallMs: null }, footer, rate, delayMs);
+  return log.loads.some((r) => r.ok) ? 0 : 1;
 }

@@ -110,8 +110,8 @@ export interface JsonReport {
   tool: 'catp silent-time';
   command?: string;
   settings: Record<string, unknown>;
-  startedAt: string;
-  wallMs: number;
+  startedAt: string | null;
+  wallMs: number | null;
   summary: SummaryRow[];
   loads: LoadResult[];
 }

@@ -9,6 +9,7 @@ import { networkFloor } from './floor';
 import { startOrigin, type Origin, type ServerKind } from './origin';
 import { type PageSpec } from './pages';
 import { type LoadContext, type Transport } from './transports';
+import { loadKey } from './load-log';
 import { longestGap } from './stats';
 
 export interface RunOptions {
@@ -31,6 +32,10 @@ export interface RunOptions {
   settleMs?: number;
   /** called before (done = false) and after (done = true) each load */
   onProgress?: (p: Progress) => void;
+  /** loads measured before (a resumed run, by loadKey): taken as they are, not measured again */
+  previous?: ReadonlyMap<string, LoadResult>;
+  /** called with every load measured now, as it finishes (the load log) */
+  onResult?: (r: LoadResult) => void;
 }
 
 export interface Progress {
@@ -42,6 +47,8 @@ export interface Progress {
   rep: number;
   finished: boolean;
   result?: LoadResult;
+  /** loads so far taken from a previous run instead of measured (for the ETA) */
+  reused: number;
 }
 
 export interface LoadResult {
@@ -229,6 +236,7 @@ export async function runSilentTime(o: RunOptions): Promise<LoadResult[]> {
   const total = o.pages.length * o.losses.length * o.reps * o.transports.length;
   const results: LoadResult[] = [];
   let done = 0;
+  let reused = 0;
   for (let i = 0; i < o.pages.length; i++) {
     const page = o.pages[i]!;
     for (let j = 0; j < o.losses.length; j++) {
@@ -236,10 +244,18 @@ export async function runSilentTime(o: RunOptions): Promise<LoadResult[]> {
       for (let rep = 0; rep < o.reps; rep++) {
         const seed = o.seed + (i * o.losses.length + j) * o.reps + rep;
         for (const t of o.transports) {
-          const p = { done, total, page: page.name, transport: t.name, loss, rep, finished: false };
+          const before = o.previous?.get(loadKey({ page: page.name, transport: t.name, loss, rep, seed }));
+          if (before) {
+            results.push(before);
+            done++;
+            reused++;
+            continue;
+          }
+          const p = { done, total, page: page.name, transport: t.name, loss, rep, finished: false, reused };
           o.onProgress?.(p);
           const r = await oneLoad(o, page, t, loss, rep, seed);
           results.push(r);
+          o.onResult?.(r);
           done++;
           o.onProgress?.({ ...p, done, finished: true, result: r });
         }

@@ -14,8 +14,13 @@
  *
  * Sender: paces datagrams at a rate (bytes/s, or frames/s), first pass in frame order (index first);
  * reported losses are queued for resend — index frames ahead of everything, then missing data frames
- * interleaved 1:1 with frames not yet sent. A frame is not resent again within 1.25 × smoothed RTT of its
- * last send (the RTT comes from the report's echo of the last frame received).
+ * interleaved 1:1 with frames not yet sent. A frame the report lists as missing counts as lost (RACK,
+ * RFC 8985) when a frame sent after it has been delivered (by more than a reorder window of ¼ smoothed
+ * RTT), or when it was sent longer ago than the retransmission timeout (RFC 6298: srtt + 4·rttvar, at
+ * least 1.25 × srtt). Otherwise it is still in flight: on a slow link a full frame spends a whole
+ * serialization time (150 ms at 10 kB/s) on the wire, and the receiver's timer reports list it as missing
+ * all that while; counting it lost caused spurious resends and rate decreases on a loss-free link.
+ * The RTT comes from the report's echo of the last frame received.
  *
  * Pacing rule (why: random loss on a wireless link should not stall the page, congestion loss must slow
  * us down, and we cannot tell them apart): once per epoch (max(smoothed RTT, minEpochMs)), if the epoch
@@ -30,7 +35,8 @@
  * `idleTimeoutMs`) stops — all with CATP_ERR_GAVE_UP.
  */
 import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
-import { bytesEqual, decodeReport, encodeReport, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
+import { ReuseGate, type ReuseOptions } from './reuse-gate';
+import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
 
 export interface ReceiverOptions {
   /** Request ID for the report datagrams (default: taken from the first frame). */
@@ -46,6 +52,9 @@ export interface ReceiverOptions {
   /** `complete` reports sent at most (default 4). */
   maxCompleteReports?: number;
 }
+
+/** Ranges one report lists at most (the datagram holds ~140 anyway; encodeReport flags the cut). */
+const MAX_REPORT_RANGES = 400;
 
 export class RepairReceiver {
   requestId: Uint8Array | null;
@@ -70,6 +79,12 @@ export class RepairReceiver {
   private newSinceReport = false;
   private completeDue = false;
   private completeSent = 0;
+  /** Frames filled from the client's own store (block reuse): held, but not received over the network. */
+  localHeld = 0;
+  /** Full reports carry REPORT_FLAG_EXHAUSTIVE (the sender acknowledged reuse and the local fill is done). */
+  private exhaustive = false;
+  /** A full report is due at once (the local fill just finished). */
+  private fullDue = false;
   error: CatpError | null = null;
   reportsSent = 0;
 
@@ -126,6 +141,30 @@ export class RepairReceiver {
     return true;
   }
 
+  /**
+   * Block reuse: frame `seq` was filled from the client's own store. Held like a received frame (never asked
+   * for), but no arrival: it moves neither the echo, nor the highest frame seen, nor the stall counter.
+   */
+  holdLocal(seq: number): boolean {
+    if (this.got === null || seq >= this.total || this.got[seq] === 1) return false;
+    this.got[seq] = 1;
+    this.received++;
+    this.localHeld++;
+    if (this.complete) this.completeDue = true;
+    return true;
+  }
+
+  /**
+   * Block reuse: from now on every full report (listing all that is missing up to the total) is exhaustive —
+   * what it does not list, the client holds — and one is due at once. Call it when the local fill is done,
+   * and only towards a sender that set FRAME_FLAG_REUSE (an old one refuses the flag).
+   */
+  reportExhaustive(): void {
+    if (this.got === null) return;
+    this.exhaustive = true;
+    this.fullDue = true;
+  }
+
   /** A frame taken earlier turned out bad (digest): forget it so it is asked for again. */
   unmark(seq: number): void {
     if (this.got !== null && seq < this.total && this.got[seq] === 1) {
@@ -175,7 +214,7 @@ export class RepairReceiver {
       return this.completeSent < this.maxCompleteReports ? this.completeRepeatAt() : null;
     }
     let t = this.timerDue();
-    if (this.gapDue) t = Math.min(t, this.lastReportAt + this.minReportGapMs);
+    if (this.gapDue || this.fullDue) t = Math.min(t, this.lastReportAt + this.minReportGapMs);
     return t;
   }
 
@@ -197,7 +236,8 @@ export class RepairReceiver {
     }
     const timer = nowMs >= this.timerDue();
     const gap = this.gapDue && nowMs >= this.lastReportAt + this.minReportGapMs;
-    if (!timer && !gap) return null;
+    const full = this.fullDue && nowMs >= this.lastReportAt + this.minReportGapMs;
+    if (!timer && !gap && !full) return null;
     if (timer) {
       if (!this.newSinceReport) {
         if (++this.silentReports > this.maxSilentReports) {
@@ -208,23 +248,30 @@ export class RepairReceiver {
     }
     this.gapDue = false;
     this.newSinceReport = false;
-    // Nothing known yet: ask for frame 0 (the sender answers a total-0 report with the whole index).
-    const ranges: Array<[number, number]> = this.got === null ? [[0, 1]] : this.missing(timer ? this.total : this.highest + 1, 400);
-    return this.build(nowMs, false, ranges);
+    if (this.got === null) return this.build(nowMs, false, [[0, 1]]); // nothing known yet: ask for frame 0 (the whole index)
+    const toTotal = timer || full;
+    this.fullDue = false;
+    const ranges = this.missing(toTotal ? this.total : this.highest + 1, MAX_REPORT_RANGES + 1);
+    // An exhaustive report must say when its list was cut: the sender then trusts it only up to the last range.
+    const cut = ranges.length > MAX_REPORT_RANGES;
+    if (cut) ranges.length = MAX_REPORT_RANGES;
+    return this.build(nowMs, false, ranges, toTotal && this.exhaustive, cut);
   }
 
-  private build(nowMs: number, complete: boolean, missing: Array<[number, number]>): Uint8Array {
+  private build(nowMs: number, complete: boolean, missing: Array<[number, number]>, exhaustive = false, truncated = false): Uint8Array {
     this.lastReportAt = nowMs;
     this.reportsSent++;
     return encodeReport({
       id: this.requestId ?? new Uint8Array(ID_BYTES),
       otherPort: this.otherPort,
       complete,
-      truncated: false,
+      truncated,
+      exhaustive,
       pageId: this.pageId,
       reportNo: ++this.reportNo,
       total: this.total,
-      received: this.received,
+      // frames that came over the network (the sender's pacing counts deliveries; local fills are not)
+      received: this.received - this.localHeld,
       echoSeq: this.echoSeq,
       echoDelayMs: this.echoSeq === NO_ECHO ? 0 : nowMs - this.echoAt,
       missing,
@@ -258,6 +305,11 @@ export interface SenderOptions {
    * so an event loop with millisecond timers still reaches high rates.
    */
   burstMs?: number;
+  /**
+   * Block reuse (the request carried `Catp-Reuse: hold`; see reuse-gate.ts): every frame carries
+   * FRAME_FLAG_REUSE, data frames wait up to `holdMs` for the first exhaustive report, held frames never go.
+   */
+  reuse?: ReuseOptions;
 }
 
 class SeqQueue {
@@ -298,6 +350,9 @@ export class RepairSender {
   rate: number;
   private readonly floor: number;
   private srtt: number | null = null;
+  private rttvar = 0;
+  /** Send time of the latest-sent frame known delivered (only frames sent once: a resent frame's echo is ambiguous). */
+  private deliveredSentAt = -Infinity;
   private readonly initialRtt: number;
   private readonly minEpochMs: number;
   private readonly maxSends: number;
@@ -319,6 +374,8 @@ export class RepairSender {
   private epochStart: number | null = null;
   private epochLost = 0;
   private epochRecv = 0;
+  /** Block reuse (null unless asked for). */
+  readonly reuse: ReuseGate | null;
   done = false;
   error: CatpError | null = null;
   readonly stats: SenderStats;
@@ -354,6 +411,7 @@ export class RepairSender {
     this.sendCount = new Uint16Array(this.n);
     this.lastSentAt = new Float64Array(this.n);
     this.stats = { sent: 0, resent: 0, reports: 0, badReports: {}, rate: this.rate * 1000, srttMs: this.initialRtt, rateDecreases: 0 };
+    this.reuse = opts.reuse ? new ReuseGate(this.n, opts.reuse) : null;
   }
 
   get finished(): boolean {
@@ -361,7 +419,12 @@ export class RepairSender {
   }
 
   private hasWork(): boolean {
-    return this.idxQ.size > 0 || this.dataQ.size > 0 || this.nextNew < this.n;
+    return this.idxQ.size > 0 || this.dataQ.size > 0 || this.nextNew < this.newEnd();
+  }
+
+  /** First-pass frames may go up to here (the index only, while a reuse hold lasts). */
+  private newEnd(): number {
+    return this.reuse ? this.reuse.newEnd(this.indexFrames) : this.n;
   }
 
   private fail(msg: string): void {
@@ -371,6 +434,7 @@ export class RepairSender {
   /** Check the give-up and idle deadlines. */
   handleTimer(nowMs: number): void {
     if (this.finished || this.startedAt === null) return;
+    this.reuse?.tick(nowMs);
     if (nowMs >= this.startedAt + this.giveUpAfterMs) this.fail(`not complete after ${this.giveUpAfterMs} ms`);
     else if (!this.hasWork() && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
@@ -379,8 +443,9 @@ export class RepairSender {
     if (this.finished) return null;
     if (this.startedAt === null) return this.hasWork() ? 0 : null;
     const giveUp = this.startedAt + this.giveUpAfterMs;
-    if (this.hasWork()) return Math.min(this.nextSendAt - this.burstMs, giveUp);
-    return Math.min(giveUp, this.lastActivityAt + this.idleTimeoutMs);
+    const holdEnd = this.reuse?.deadline ?? Infinity;
+    if (this.hasWork()) return Math.min(this.nextSendAt - this.burstMs, giveUp, holdEnd);
+    return Math.min(giveUp, this.lastActivityAt + this.idleTimeoutMs, holdEnd);
   }
 
   /** The next datagram to send at `nowMs` (pacing permitting), or null. */
@@ -388,19 +453,16 @@ export class RepairSender {
     if (this.startedAt === null) {
       this.startedAt = nowMs;
       this.lastActivityAt = nowMs;
+      this.reuse?.start(nowMs);
     }
     this.handleTimer(nowMs);
     if (this.finished || nowMs + this.burstMs < this.nextSendAt) return null;
-    let seq: number | undefined = this.idxQ.shift();
-    if (seq === undefined) {
-      const newLeft = this.nextNew < this.n;
-      if (this.dataQ.size > 0 && (!newLeft || this.turnResend)) {
-        seq = this.dataQ.shift();
-        this.turnResend = false;
-      } else if (newLeft) {
-        seq = this.nextNew++;
-        this.turnResend = true;
-      }
+    let seq = this.pick();
+    // Frames the client holds (block reuse) are passed over: no send, no pacing cost.
+    while (seq !== undefined && this.reuse?.isHeld(seq)) {
+      this.queued[seq] = 0;
+      this.reuse.noteSkipped(this.sendCount[seq] === 0);
+      seq = this.pick();
     }
     if (seq === undefined) return null;
     this.queued[seq] = 0;
@@ -416,14 +478,33 @@ export class RepairSender {
     const f = this.frames[seq];
     const out = f.slice();
     out.set(this.requestId, 0);
+    if (this.reuse) out[11] |= FRAME_FLAG_REUSE;
     const cost = this.byFrames ? 1 : out.length;
     this.nextSendAt = Math.max(this.nextSendAt, nowMs) + cost / this.rate;
     return out;
   }
 
-  private queue(seq: number, nowMs: number, guard: number): boolean {
+  /** Which frame goes next: index resends, then missing data interleaved 1:1 with the first pass. */
+  private pick(): number | undefined {
+    let seq: number | undefined = this.idxQ.shift();
+    if (seq === undefined) {
+      const newLeft = this.nextNew < this.newEnd();
+      if (this.dataQ.size > 0 && (!newLeft || this.turnResend)) {
+        seq = this.dataQ.shift();
+        this.turnResend = false;
+      } else if (newLeft) {
+        seq = this.nextNew++;
+        this.turnResend = true;
+      }
+    }
+    return seq;
+  }
+
+  /** Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame, or older than the RTO. */
+  private queue(seq: number, nowMs: number, rto: number, lostBefore: number): boolean {
     if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
-    if (nowMs - this.lastSentAt[seq] < guard) return false;
+    const sentAt = this.lastSentAt[seq];
+    if (nowMs - sentAt < rto && !(sentAt < lostBefore)) return false;
     this.queued[seq] = 1;
     if (seq < this.indexFrames) this.idxQ.push(seq);
     else this.dataQ.push(seq);
@@ -455,7 +536,16 @@ export class RepairSender {
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     if (r.echoSeq !== NO_ECHO && r.echoSeq < this.n && this.sendCount[r.echoSeq] > 0) {
       const sample = nowMs - this.lastSentAt[r.echoSeq] - r.echoDelayMs;
-      if (sample >= 0) this.srtt = this.srtt === null ? sample : (7 * this.srtt + sample) / 8;
+      if (sample >= 0) {
+        if (this.srtt === null) {
+          this.srtt = sample;
+          this.rttvar = sample / 2;
+        } else {
+          this.rttvar = (3 * this.rttvar + Math.abs(this.srtt - sample)) / 4;
+          this.srtt = (7 * this.srtt + sample) / 8;
+        }
+      }
+      if (this.sendCount[r.echoSeq] === 1) this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[r.echoSeq]);
     }
     const srtt = this.srtt ?? this.initialRtt;
     this.stats.srttMs = srtt;
@@ -463,14 +553,29 @@ export class RepairSender {
       this.done = true;
       return { accepted: true };
     }
-    const guard = Math.max(1, 1.25 * srtt);
+    // Block reuse: an exhaustive report marks what the client holds (and ends the hold); a held frame that a
+    // report lists as missing after all is sent (queued at once if the first pass already passed it over).
+    if (this.reuse) {
+      for (const q of this.reuse.onReport(r, nowMs)) {
+        if (q < this.nextNew && this.sendCount[q] === 0 && this.queued[q] === 0) {
+          this.queued[q] = 1;
+          if (q < this.indexFrames) this.idxQ.push(q);
+          else this.dataQ.push(q);
+        }
+      }
+    }
+    // Before the first sample, RFC 6298's rttvar = R/2 (RTO = 3 × the assumed RTT): the index frames
+    // may still be on a slow wire when the receiver's first timer reports ask for them.
+    const rttvar = this.srtt === null ? this.initialRtt / 2 : this.rttvar;
+    const rto = Math.max(1, 1.25 * srtt, srtt + 4 * rttvar);
+    const lostBefore = this.deliveredSentAt - srtt / 4;
     let lost = 0;
     if (r.total === 0) {
-      for (let s = 0; s < Math.max(1, this.indexFrames) && s < this.n; s++) if (this.queue(s, nowMs, guard)) lost++;
+      for (let s = 0; s < Math.max(1, this.indexFrames) && s < this.n; s++) if (this.queue(s, nowMs, rto, lostBefore)) lost++;
     }
     for (const [s, e] of r.missing) {
       const end = Math.min(e, this.n);
-      for (let q = s; q < end; q++) if (this.queue(q, nowMs, guard)) lost++;
+      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore)) lost++;
     }
     const recv = Math.max(0, r.received - this.lastReceived);
     this.lastReceived = Math.max(this.lastReceived, r.received);

@@ -67,6 +67,11 @@ export interface PipeOptions {
   drop?: (dir: 'down' | 'up', bytes: Uint8Array, n: number) => boolean | undefined;
   /** Give up the simulation at this fake time. */
   maxMs?: number;
+  /**
+   * A bottleneck on the way down: datagrams are serialized one after another at this many bytes per ms
+   * (FIFO, unbounded queue) before the propagation delay, as on a slow link. Default: none.
+   */
+  downBytesPerMs?: number;
 }
 
 export interface PipeResult<E> {
@@ -95,11 +100,17 @@ export function runPipe<E extends { type: string }>(
   let reports = 0;
   let completeAt: number | null = null;
   const maxMs = o.maxMs ?? 120_000;
+  let linkFreeAt = 0;
   const send = (dir: 'down' | 'up', bytes: Uint8Array): void => {
     const n = dir === 'down' ? nDown++ : nUp++;
+    let wire = now;
+    if (dir === 'down' && o.downBytesPerMs) {
+      linkFreeAt = Math.max(linkFreeAt, now) + bytes.length / o.downBytesPerMs;
+      wire = linkFreeAt;
+    }
     const d = o.drop?.(dir, bytes, n);
     if (d ?? r() < o.loss) return;
-    inflight.push({ at: now + delay + r() * jitter, dir, bytes });
+    inflight.push({ at: wire + delay + r() * jitter, dir, bytes });
     if (r() < (o.dup ?? 0)) inflight.push({ at: now + delay + r() * jitter * 3, dir, bytes });
   };
   client.start(0);

@@ -45,6 +45,21 @@ describe('repair over a lossy pipe', () => {
     }
   });
 
+  test('a slow loss-free link: frames still on the wire are not taken for lost (no resends, no rate cut)', () => {
+    // 10 kB/s, as in the CATP paper's experiment: a full frame spends ~146 ms being serialized, longer than
+    // the RTT measured from the small index frame, while the receiver's 50 ms timer reports list every frame
+    // not yet arrived as missing. Only RACK's rule (overtaken by a delivered frame) or the RTO may call it lost.
+    for (let seed = 1; seed <= 3; seed++) {
+      const sender = createSender(page, { requestId: ID, rateBytesPerSec: 9500 });
+      const client = new CatpAssembler({ sha256, requestId: ID, otherPort: 40000 });
+      const res = runPipe<CatpEvent>(sender, client, { seed, loss: 0, delayMs: 10, jitterMs: 0, downBytesPerMs: 10 });
+      expect(res.completeAt).not.toBeNull();
+      expect(res.reports).toBeGreaterThan(10);
+      expect(sender.stats.resent).toBe(0);
+      expect(sender.stats.rateDecreases).toBe(0);
+    }
+  });
+
   test('index frames are resent before any data frame, and reports carry ranges', () => {
     const n = page.frames.length;
     expect(page.indexFrames).toBeGreaterThan(1);

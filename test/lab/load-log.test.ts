@@ -1,0 +1,83 @@
+// The silent-time load log: appended per load, resumable, torn last line tolerated, other settings refused;
+// and the runner takes logged loads instead of measuring them again.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import { loadKey, LoadLogError, openLoadLog, readLoadLog } from '../../lab/silent-time/load-log';
+import { runSilentTime, type LoadResult } from '../../lab/silent-time/run';
+import { type Transport } from '../../lab/silent-time/transports';
+
+function result(over: Partial<LoadResult>): LoadResult {
+  return {
+    page: 'p', pageBytes: 10, transport: 'catp', loss: 0, rep: 0, seed: 1, ok: true,
+    silentMs: 100, silentGap: { fromMs: 0, toMs: 100 }, firstPaintMs: 100, completionMs: 200, loadEventMs: 200, updates: 2, updateTimesMs: [100, 200],
+    frames: 10, samplingMaxMs: 17, samplingMedianMs: 16.7, floorMs: 90, floorGap: null, meanGapMs: 50, expectedMs: 50,
+    usefulPackets: 2, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 },
+    requestSource: 'link-log', navToRequestMs: 1, warnings: [], ...over,
+  };
+}
+
+describe('load log', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-loadlog-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  test('appends loads, reopens them with the same settings, skips a torn last line', () => {
+    const file = path.join(dir, 'run.jsonl');
+    const settings = { rate: 10000, losses: [0, 0.1] };
+    const a = openLoadLog(file, settings);
+    expect(a.previous.size).toBe(0);
+    a.append(result({ rep: 0 }));
+    a.append(result({ rep: 1, silentMs: Infinity }));
+    a.close();
+    fs.appendFileSync(file, '{"type":"load","load":{"page":"p","trans'); // a crash mid-write
+    const b = openLoadLog(file, { losses: [0, 0.1], rate: 10000 }); // key order does not matter
+    expect(b.previous.size).toBe(2);
+    expect(b.tornLines).toBe(1);
+    expect(b.previous.get(loadKey(result({ rep: 0 })))?.silentMs).toBe(100);
+    expect(b.previous.get(loadKey(result({ rep: 1 })))?.silentMs).toBeNull();
+    b.append(result({ rep: 2 }));
+    b.close();
+    const read = readLoadLog(file);
+    expect(read.loads.map((l) => l.rep)).toEqual([0, 1, 2]);
+    expect(read.tornLines).toBe(1);
+  });
+
+  test('refuses a log written with other settings, and files that are not load logs', () => {
+    const file = path.join(dir, 'run.jsonl');
+    openLoadLog(file, { rate: 10000 }).close();
+    expect(() => openLoadLog(file, { rate: 20000 })).toThrow(expect.objectContaining({ code: 'LOAD_LOG_SETTINGS' }));
+    const junk = path.join(dir, 'junk.jsonl');
+    fs.writeFileSync(junk, 'not json\n');
+    expect(() => readLoadLog(junk)).toThrow(LoadLogError);
+    expect(() => readLoadLog(path.join(dir, 'missing.jsonl'))).toThrow(expect.objectContaining({ code: 'LOAD_LOG_BAD' }));
+  });
+
+  test('the runner takes logged loads as they are and measures only the rest', async () => {
+    // A transport that is unavailable fails fast without a link: enough to see which loads were attempted.
+    const attempted: string[] = [];
+    const t: Transport = {
+      name: 'catp',
+      unavailable: async () => {
+        attempted.push('x');
+        return 'not here';
+      },
+      load: async () => {
+        throw new Error('not reached');
+      },
+    };
+    const page = { name: 'p', bytes: 10, root: dir, urlPath: '/p.html' };
+    const previous = new Map([[loadKey(result({ rep: 0, seed: 1 })), result({ rep: 0, seed: 1 })]]);
+    const logged: LoadResult[] = [];
+    const out = await runSilentTime({
+      pages: [page], losses: [0], transports: [t], reps: 2, seed: 1, delayMs: 0, rate: 0, server: 'catp', previous, onResult: (r) => logged.push(r),
+    });
+    expect(out).toHaveLength(2);
+    expect(out[0]).toBe(previous.values().next().value);
+    expect(attempted).toHaveLength(1);
+    expect(logged.map((r) => [r.rep, r.seed, r.ok, r.error])).toEqual([[1, 2, false, 'not here']]);
+  });
+});
