@@ -15,7 +15,7 @@ import {
   type LossyRelay,
   type Transport,
 } from '../../app/browser';
-import { startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
+import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
 import { packageRoot } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
@@ -32,6 +32,7 @@ options:
       --record FILE       (headless) write the load record (visible updates, arrivals, silent time, floor)
       --frames FILE       (headless) capture compositor frames (screencast PNGs, heartbeat) and write, as JSON,
                           their times (epoch ms) and which changed pixels inside the page area (not the HUD)
+      --page-area WxH     (headless) size the window so the page area (without toolbar and HUD) is WxH
       --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
       --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
@@ -45,6 +46,7 @@ const options = {
   'dump-dom': { type: 'string' },
   record: { type: 'string' },
   frames: { type: 'string' },
+  'page-area': { type: 'string' },
   transport: { type: 'string' },
   loss: { type: 'string' },
   rate: { type: 'string' },
@@ -70,6 +72,13 @@ function parseLoss(v: string | undefined): number | undefined {
   const n = Number(v);
   if (!Number.isFinite(n) || n < 0 || n > 0.9) throw new UsageError(`--loss must be a number from 0 to 0.9, got '${v}'`);
   return n;
+}
+
+function parsePageArea(v: string | undefined): { width: number; height: number } | undefined {
+  if (v === undefined) return undefined;
+  const m = /^(\d+)x(\d+)$/.exec(v);
+  if (!m || Number(m[1]) < 100 || Number(m[2]) < 100 || Number(m[1]) > 4000 || Number(m[2]) > 4000) throw new UsageError(`--page-area takes WxH (100 to 4000), got '${v}'`);
+  return { width: Number(m[1]), height: Number(m[2]) };
 }
 
 export async function browse(argv: string[], io: Io, signal?: AbortSignal): Promise<number> {
@@ -133,7 +142,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
 
   try {
     if (values.headless) {
-      return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames }, timeoutMs, io);
+      return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames, pageAreaSize: parsePageArea(values['page-area']) }, timeoutMs, io);
     }
     const electron = shellArg === 'chromium' ? null : electronBinary();
     if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it)");
@@ -177,11 +186,11 @@ async function headless(
   url: string,
   transport: Transport,
   serviceOptions: Parameters<typeof startBrowserSession>[0],
-  files: { dumpDom?: string; recordFile?: string; framesFile?: string },
+  files: { dumpDom?: string; recordFile?: string; framesFile?: string; pageAreaSize?: { width: number; height: number } },
   timeoutMs: number,
   io: Io,
 ): Promise<number> {
-  const { dumpDom, recordFile, framesFile } = files;
+  const { dumpDom, recordFile, framesFile, pageAreaSize } = files;
   const session = await startBrowserSession({ ...serviceOptions, shell: 'headless' });
   let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
   let frames: PageFrameCapture | null = null;
@@ -189,6 +198,7 @@ async function headless(
     page = await openHeadless(session.shell.appUrl);
     await session.service.whenReady(30_000);
     // compositor frames of the page area (lab/silent-time/page-frames.ts), from before the navigation
+    if (pageAreaSize) await fitPageArea(page.page, pageAreaSize);
     if (framesFile) frames = await startPageFrames(page.page);
     const loadId = session.service.navigate(url, transport);
     const record = await session.service.recordOf(loadId, timeoutMs + 5000);

@@ -41,6 +41,8 @@ export interface PageFramesFile {
   sampling: { maxMs: number; medianMs: number } | null;
   /** how long decoding and comparing took, ms */
   analysisMs: number;
+  /** the loaded page's document height in CSS px at the end (content below the page area is not on screen) */
+  contentHeight: number | null;
 }
 
 export interface PageFrameCapture {
@@ -68,8 +70,41 @@ function intersect(a: Rect, b: Rect): Rect {
   return { x, y, width: Math.max(0, Math.min(a.x + a.width, b.x + b.width) - x), height: Math.max(0, Math.min(a.y + a.height, b.y + b.height) - y) };
 }
 
-/** Starts the heartbeat and the screencast on the (laid out) app page; resolves once frames are coming. */
-export async function startPageFrames(page: Page, selector = 'main'): Promise<PageFrameCapture> {
+/**
+ * Resizes the app page's viewport so that its page area (`selector`) is exactly `size`: the toolbar above
+ * and the HUD below keep their heights, so the viewport grows by the difference. silent-time gives our
+ * browser's page area the size of stock Chromium's viewport, so both show the same part of a page.
+ */
+export async function fitPageArea(page: Page, size: { width: number; height: number }, selector = 'main'): Promise<Rect> {
+  const vp = page.viewportSize() ?? { width: 1280, height: 900 };
+  let area = await pageArea(page, selector);
+  for (let i = 0; i < 3 && (Math.round(area.width) !== size.width || Math.round(area.height) !== size.height); i++) {
+    await page.setViewportSize({ width: Math.round(vp.width + size.width - area.width), height: Math.round(vp.height + size.height - area.height) });
+    Object.assign(vp, page.viewportSize());
+    area = await pageArea(page, selector);
+  }
+  if (Math.round(area.width) !== size.width || Math.round(area.height) !== size.height) {
+    throw new Error(`could not size the page area to ${size.width}x${size.height} (it is ${area.width}x${area.height})`);
+  }
+  return area;
+}
+
+/** The document height of the page shown in the page area's iframe, or null (no page, or not readable). */
+async function contentHeight(page: Page, selector: string): Promise<number | null> {
+  const h = (await page.evaluate(`(() => {
+    const f = document.querySelector(${JSON.stringify(selector)} + ' iframe');
+    const d = f && f.contentDocument;
+    return d && d.documentElement ? d.documentElement.scrollHeight : null;
+  })()`)) as number | null;
+  return typeof h === 'number' && Number.isFinite(h) ? h : null;
+}
+
+/**
+ * Starts the heartbeat and the screencast on the (laid out) app page; resolves once frames are coming.
+ * With `areaSize`, the viewport is first resized so that the page area has exactly that size.
+ */
+export async function startPageFrames(page: Page, selector = 'main', areaSize?: { width: number; height: number }): Promise<PageFrameCapture> {
+  if (areaSize) await fitPageArea(page, areaSize, selector);
   await page.evaluate(HEARTBEAT_SCRIPT);
   const area = await pageArea(page, selector);
   const cdp: CDPSession = await page.context().newCDPSession(page);
@@ -83,6 +118,7 @@ export async function startPageFrames(page: Page, selector = 'main'): Promise<Pa
       await recorder.stop();
       await cdp.detach().catch(() => undefined);
       const clipAtEnd = await pageArea(page, selector).catch(() => null);
+      const height = await contentHeight(page, selector).catch(() => null);
       const t0 = Date.now();
       const frames = recorder.frames;
       const first = frames[0]?.png;
@@ -113,6 +149,7 @@ export async function startPageFrames(page: Page, selector = 'main'): Promise<Pa
         }),
         sampling: gaps.length ? { maxMs: gaps[gaps.length - 1]!, medianMs: gaps[gaps.length >> 1]! } : null,
         analysisMs: Date.now() - t0,
+        contentHeight: height,
       };
     },
   };

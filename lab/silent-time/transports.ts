@@ -207,7 +207,8 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         // Our server paces CATP and in-order frames at the rate asked for: just under the link's rate (which
         // counts IP and UDP headers too), so it does not overflow the emulator's queue. TCP finds the rate itself.
         const rate = name !== 'tcp' && ctx.rate > 0 ? ['--rate', String(Math.max(1000, Math.floor(ctx.rate * 0.95)))] : [];
-        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+        // The page area gets the size of chromium's viewport, so every transport shows the same part of the page.
+        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--page-area', `${ctx.viewport.width}x${ctx.viewport.height}`, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
         const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
         if (code !== 0) throw new Error(`catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
         const rec = readRecord(file);
@@ -221,7 +222,7 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
           warnings.push(`the page area moved during the load (${JSON.stringify(frames.clipAtStart)} → ${JSON.stringify(frames.clipAtEnd)}); compared: ${JSON.stringify(frames.clip)}`);
         }
         return {
-          warnings,
+          warnings, pageHeight: frames.contentHeight ?? undefined,
           navStartNs, requestHintNs: toNs(rec.requestAtEpochMs), updateNs: [], frameNs: fa.frameNs, loadEventNs: null,
           method: 'compositor', markerNs: updateNs, reanalyze: fa.reanalyze,
         };
