@@ -41,7 +41,8 @@ measurement:
 output:
   --log FILE           append every load to FILE (JSON lines) as it finishes; if FILE exists (same
                        settings), the loads in it are kept and not measured again: an interrupted run resumes
-  --from FILE          no measuring: the table, --json, --csv and --chart from a --log FILE
+  --from FILE[,FILE]   no measuring: the table, --json, --csv and --chart from --log files (several: e.g.
+                       one run per page size, drawn as one chart with a panel per page)
   --json FILE          every load and the summary
   --csv FILE           the summary table
   --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
@@ -214,19 +215,30 @@ async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[],
   if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay)`);
 }
 
-/** `--from FILE`: the report of a load log, without measuring. */
-async function fromLog(file: string, values: OutputValues, io: Io): Promise<number> {
-  let log: ReturnType<typeof readLoadLog>;
-  try {
-    log = readLoadLog(file);
-  } catch (err) {
-    if (err instanceof LoadLogError) throw new UsageError(err.message);
-    throw err;
+/** `--from FILE[,FILE...]`: the report of one or more load logs (e.g. one per page size), without measuring. */
+async function fromLog(files: string, values: OutputValues, io: Io): Promise<number> {
+  const names = files.split(',').map((f) => f.trim()).filter(Boolean);
+  if (names.length === 0) throw new UsageError('--from needs a load log file');
+  const logs = names.map((file) => {
+    try {
+      return { file, ...readLoadLog(file) };
+    } catch (err) {
+      if (err instanceof LoadLogError) throw new UsageError(err.message);
+      throw err;
+    }
+  });
+  const link = (st: unknown) => {
+    const o = (st ?? {}) as { rate?: unknown; delayMs?: unknown; burst?: unknown };
+    return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null };
+  };
+  const first = link(logs[0]!.settings);
+  for (const l of logs.slice(1)) {
+    if (JSON.stringify(link(l.settings)) !== JSON.stringify(first)) io.stderr.write(`silent-time: warning: ${l.file} was measured on another link than ${logs[0]!.file}\n`);
   }
-  const st = (log.settings ?? {}) as { rate?: number; delayMs?: number };
-  const rate = typeof st.rate === 'number' ? st.rate : NaN;
-  const delayMs = typeof st.delayMs === 'number' ? st.delayMs : NaN;
-  const footer = `${log.loads.length} loads from ${file}${log.tornLines ? ` (${log.tornLines} torn lines skipped)` : ''}`;
-  await writeOutputs(values, io, log.loads, { command: `catp silent-time --from ${file}`, settings: (log.settings ?? {}) as Record<string, unknown>, startedAt: null, wallMs: null }, footer, rate, delayMs);
-  return log.loads.some((r) => r.ok) ? 0 : 1;
+  const loads = logs.flatMap((l) => l.loads);
+  const torn = logs.reduce((n, l) => n + l.tornLines, 0);
+  const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}`;
+  const settings = logs.length === 1 ? ((logs[0]!.settings ?? {}) as Record<string, unknown>) : { logs: logs.map((l) => ({ file: l.file, settings: l.settings })) };
+  await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs);
+  return loads.some((r) => r.ok) ? 0 : 1;
 }

@@ -42,7 +42,7 @@ export interface PageFramesFile {
   /** how long decoding and comparing took, ms */
   analysisMs: number;
   /** the loaded page's document height in CSS px at the end (content below the page area is not on screen) */
-  contentHeight: number | null;
+  contentHeight?: number | null;
 }
 
 export interface PageFrameCapture {

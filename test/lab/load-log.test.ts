@@ -6,6 +6,9 @@ import * as path from 'node:path';
 
 import { loadKey, LoadLogError, openLoadLog, readLoadLog } from '../../lab/silent-time/load-log';
 import { runSilentTime, type LoadResult } from '../../lab/silent-time/run';
+import { type JsonReport } from '../../lab/silent-time/report';
+import { silentTime } from '../../cli/commands/silent-time';
+import { PassThrough } from 'node:stream';
 import { type Transport } from '../../lab/silent-time/transports';
 
 function result(over: Partial<LoadResult>): LoadResult {
@@ -54,6 +57,31 @@ describe('load log', () => {
     fs.writeFileSync(junk, 'not json\n');
     expect(() => readLoadLog(junk)).toThrow(LoadLogError);
     expect(() => readLoadLog(path.join(dir, 'missing.jsonl'))).toThrow(expect.objectContaining({ code: 'LOAD_LOG_BAD' }));
+  });
+
+  test('--from reports several logs together (one panel per page), warning when their links differ', async () => {
+    const a = path.join(dir, 'a.jsonl');
+    const b = path.join(dir, 'b.jsonl');
+    const la = openLoadLog(a, { rate: 10000, delayMs: 10 });
+    la.append(result({ page: 'gen-10k', silentMs: 100 }));
+    la.append(result({ page: 'gen-10k', rep: 1, silentMs: 300 }));
+    la.close();
+    const lb = openLoadLog(b, { rate: 20000, delayMs: 10 });
+    lb.append(result({ page: 'gen-50k', silentMs: 500 }));
+    lb.close();
+    const out = path.join(dir, 'r.json');
+    const chart = path.join(dir, 'r.svg');
+    let stdout = '';
+    let stderr = '';
+    const o = new PassThrough().on('data', (d: Buffer) => (stdout += d.toString()));
+    const e = new PassThrough().on('data', (d: Buffer) => (stderr += d.toString()));
+    expect(await silentTime(['--from', `${a},${b}`, '--json', out, '--chart', chart], { stdout: o, stderr: e })).toBe(0);
+    const r = JSON.parse(fs.readFileSync(out, 'utf8')) as JsonReport;
+    expect(r.summary.map((x) => [x.page, x.loads, x.silentMean])).toEqual([['gen-10k', 2, 200], ['gen-50k', 1, 500]]);
+    expect(stdout).toContain('3 loads from');
+    expect(stderr).toContain('measured on another link');
+    expect(fs.readFileSync(chart, 'utf8')).toContain('gen-50k');
+    await expect(silentTime(['--from', path.join(dir, 'nope.jsonl')], { stdout: new PassThrough(), stderr: new PassThrough() })).rejects.toThrow(/cannot read/);
   });
 
   test('the runner takes logged loads as they are and measures only the rest', async () => {
