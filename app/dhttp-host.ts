@@ -21,6 +21,8 @@ import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
 import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
 import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
+import { BlockReuse, frameBytes, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
+import { CatpAssembler, type Skeleton } from '../protocol/catp';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -32,6 +34,8 @@ export const channels = {
   frame: diagnostics.channel('catp:frame'),
   /** One message per DTD-tracked fetch: its DtdOutcome (mode, decision, why, bytes saved). */
   dtd: diagnostics.channel('dtd:decision'),
+  /** One message per completed CATP load of a host with a store: its ReuseOutcome (blocks reused, bytes saved). */
+  reuse: diagnostics.channel('catp:reuse'),
 } as const;
 
 export interface FetchOptions {
@@ -54,6 +58,14 @@ export interface LoadOptions {
   onFrame?: (record: FrameRecord, events: StreamEvent[]) => void;
   /** Stops the load: it rejects with HOST_ERR_STOPPED and its request ID is released (later frames are dropped). */
   signal?: AbortSignal;
+  /**
+   * Block reuse (CATP, a host with a store): the events of blocks filled from the store (`block-filled` with
+   * `local: true`, maybe `page-complete`). Without this callback the load does not reuse blocks (nobody
+   * would apply them); its blocks are still stored for later loads.
+   */
+  onLocalFill?: (events: StreamEvent[]) => void;
+  /** Block reuse for this load (default true when possible). */
+  reuse?: boolean;
 }
 
 export type LoadResult =
@@ -68,6 +80,8 @@ export type LoadResult =
       completedAtMs: number;
       /** The assembler's counters: frames accepted, duplicates, refusals by reason. */
       counters: Record<string, number>;
+      /** Block reuse (CATP, a host with a store). */
+      reuse?: ReuseOutcome;
     }
   /** The server answered with an ordinary HTTP response (not HTML, an error status, or no CATP support). */
   | { kind: 'response'; url: string; requestId: string; result: FetchResult };
@@ -101,6 +115,8 @@ export interface DhttpHostOptions {
   store?: PayloadStore;
   /** DTD policy (mode choice, link estimates, per-origin memory); used only with a store. */
   dtd?: DtdPolicyOptions;
+  /** CATP block reuse against the store (default on with a store; false: off). */
+  reuse?: BlockReuseOptions | false;
 }
 
 interface Pending {
@@ -121,6 +137,8 @@ interface Load {
   resolve: (r: LoadResult) => void;
   reject: (e: Error) => void;
   settled: boolean;
+  /** Block reuse state (null: this load does not reuse). */
+  reuse: { asked: boolean; filling: boolean; fillMs: number; crossSiteMisses: number; corrupt: number } | null;
 }
 
 /** One native endpoint and the client state machine that announces its ports. */
@@ -320,6 +338,8 @@ export interface HostCounters {
   sendErrors: number;
   /** DTD: requests by mode, hits, misses, bytes and time saved, the store's counters. */
   dtd?: ReturnType<DtdAgent['counters']>;
+  /** CATP block reuse: loads, blocks reused, bytes and time saved. */
+  reuse?: ReturnType<BlockReuse['counters']>;
 }
 
 /**
@@ -335,9 +355,12 @@ export class DhttpHost {
   private closed = false;
   /** DTD (with a store). */
   readonly dtd: DtdAgent | null;
+  /** CATP block reuse (with a store). */
+  readonly reuse: BlockReuse | null;
 
   constructor(private readonly options: DhttpHostOptions = {}) {
     this.dtd = options.store ? new DtdAgent(options.store, options.dtd) : null;
+    this.reuse = options.store && options.reuse !== false ? new BlockReuse(options.store, options.reuse) : null;
   }
 
   /** The endpoint ports used for a bind address (opening the endpoint if needed), for tools and tests. */
@@ -357,13 +380,21 @@ export class DhttpHost {
   async load(url: string, options: LoadOptions): Promise<LoadResult> {
     const headers: [string, string][] = [['Catp-Mode', options.mode]];
     if (options.rateBytesPerSec !== undefined) headers.push(['Catp-Rate', String(Math.round(options.rateBytesPerSec))]);
+    // Block reuse: only when someone applies the local fills, and the server is asked to hold its data frames
+    // only when the store has blocks of this site (in scope) — otherwise the hold could only cost time.
+    const reusing = this.reuse !== null && options.mode === 'catp' && options.onLocalFill !== undefined && options.reuse !== false;
+    const asked = reusing && (this.reuse as BlockReuse).wantsHold(url);
+    if (asked) headers.push(['Catp-Reuse', 'hold']);
     const startedRealtimeNs = realtimeNs();
     const { lane, requestId, startedAtMs, answer } = await this.begin(url, { headers }, true);
     const session = new StreamSession(requestId, options.mode, lane.endpoint.tcpPort, startedAtMs, startedRealtimeNs,
       (report) => lane.client.sendOnStream(requestId, report));
     lane.sessions.set(requestId, session);
     return new Promise<LoadResult>((resolve, reject) => {
-      const load: Load = { session, lane, options, url, resolve, reject, settled: false };
+      const load: Load = {
+        session, lane, options, url, resolve, reject, settled: false,
+        reuse: asked ? { asked, filling: false, fillMs: 0, crossSiteMisses: 0, corrupt: 0 } : null,
+      };
       this.loads.set(requestId, load);
       answer.then(
         (result) => this.settle(load, null, { kind: 'response', url, requestId, result }),
@@ -419,6 +450,7 @@ export class DhttpHost {
       return;
     }
     this.pending.delete(session.requestId);
+    const reuse = this.finishReuse(load);
     this.settle(load, null, {
       kind: 'stream',
       url: load.url,
@@ -429,7 +461,77 @@ export class DhttpHost {
       firstFrameAtMs: session.firstFrameAtMs,
       completedAtMs: nowMs,
       counters: session.assembler.counters(),
+      ...(reuse ? { reuse } : {}),
     });
+  }
+
+  /**
+   * Block reuse, once the page's index is verified: looks its blocks up in the store, reads the hits, fills them
+   * through the assembler and tells the server what is held. Runs beside the frames still arriving.
+   */
+  private async fillFromStore(load: Load, skeleton: Skeleton): Promise<void> {
+    const state = load.reuse;
+    const reuse = this.reuse;
+    if (state === null || reuse === null || state.filling) return;
+    state.filling = true;
+    const t0 = performance.now();
+    let fill: LocalFill;
+    try {
+      fill = await reuse.fill(load.url, skeleton);
+    } catch {
+      fill = { payloads: new Map(), crossSiteMisses: 0, corrupt: 0 };
+    }
+    if (load.settled || this.closed) return;
+    const now = performance.now();
+    state.fillMs = now - t0;
+    state.crossSiteMisses = fill.crossSiteMisses;
+    state.corrupt = fill.corrupt;
+    const outcome = load.session.fillLocal(fill.payloads, now);
+    try {
+      load.options.onLocalFill?.(outcome.events);
+    } catch {
+      // the consumer's own failure; the load goes on
+    }
+    this.onStreamOutcome(load.session, outcome, now);
+    load.lane.reap(now);
+    load.lane.pump();
+  }
+
+  /** A completed CATP load: its blocks go into the store, and what reuse saved is counted and published. */
+  private finishReuse(load: Load): ReuseOutcome | null {
+    const reuse = this.reuse;
+    const session = load.session;
+    if (reuse === null || !(session.assembler instanceof CatpAssembler)) return null;
+    const assembler = session.assembler;
+    const sk = assembler.skeleton;
+    if (sk === null) return null;
+    reuse.storeBlocks(load.url, assembler);
+    const span = session.arrivalSpan();
+    reuse.noteArrivals(load.url, span.frames, span.bytes, span.spanMs);
+    const local = session.localStats();
+    const acked = assembler.reuseAcked;
+    // Frames the server never sent: reused blocks, unless it sent them anyway (then the network carried them).
+    const savedFrames = acked ? local.reused - local.arrivedAnyway : 0;
+    const bytesSaved = acked ? frameBytes(0) * savedFrames + (local.payloadBytes - local.arrivedAnywayBytes) : 0;
+    const { rate, source } = reuse.rateFor(load.url, load.options.rateBytesPerSec);
+    const outcome: ReuseOutcome = {
+      url: load.url,
+      asked: load.reuse?.asked ?? false,
+      acked,
+      blocks: sk.blocks.length,
+      reused: local.reused,
+      crossSiteMisses: load.reuse?.crossSiteMisses ?? 0,
+      corrupt: load.reuse?.corrupt ?? 0,
+      arrivedAnyway: local.arrivedAnyway,
+      bytesSaved,
+      savedMs: (bytesSaved / rate) * 1000,
+      rateBytesPerSec: rate,
+      rateSource: source,
+      fillMs: load.reuse?.fillMs ?? 0,
+    };
+    reuse.record(outcome);
+    if (channels.reuse.hasSubscribers) channels.reuse.publish(outcome);
+    return outcome;
   }
 
   private async begin(url: string, options: FetchOptions, streamed: boolean) {
@@ -545,6 +647,10 @@ export class DhttpHost {
         const { record, outcome } = session.receive(event.data, event.receivedAtMs, lane.rxOf(event.data));
         const load = this.loads.get(event.requestId);
         load?.options.onFrame?.(record, outcome.events);
+        if (load?.reuse && !load.reuse.filling) {
+          const ready = outcome.events.find((e) => e.type === 'skeleton-ready');
+          if (ready !== undefined && ready.type === 'skeleton-ready') void this.fillFromStore(load, ready.skeleton);
+        }
         if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record });
         this.onStreamOutcome(session, outcome, event.receivedAtMs);
         lane.reap(event.receivedAtMs);
@@ -615,7 +721,14 @@ export class DhttpHost {
       })),
       sendErrors: this.sendErrors,
       ...(this.dtd ? { dtd: this.dtd.counters() } : {}),
+      ...(this.reuse ? { reuse: this.reuse.counters() } : {}),
     };
+  }
+
+  /** Waits for the payload store's pending writes (block reuse stores a page's blocks after it completes). */
+  async flushStore(): Promise<void> {
+    if (this.reuse) await this.reuse.flush();
+    else await this.options.store?.flush();
   }
 
   close(): void {

@@ -10,3 +10,4 @@ export {
 } from './dhttp-host';
 export { HostError } from './errors';
 export type { Displayable, FrameRecord, StreamEvent, StreamMode } from './stream-session';
+export { BlockReuse, type BlockReuseOptions, type ReuseOutcome } from './block-reuse';

@@ -13,6 +13,9 @@
 // - Budget: total payload bytes ≤ budgetBytes; the least recently used payloads are evicted.
 // - Privacy scope (§10): by default a digest counts as held for URL u only when the payload was received
 //   from u's site (scheme + host + port); scope 'any' widens it to every site.
+// - CATP blocks (block reuse, protocol/README.md "Block reuse"): the data blocks of CATP pages are payloads too,
+//   marked `block` and found by their 16-byte block digest (the first half of their sha-256); they record
+//   sites (for the scope) but no URLs, and their LRU time is written back at most once a minute.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -83,6 +86,10 @@ interface Entry {
   sites: string[];
   urls: string[];
   lastUsed: number;
+  /** A CATP data block (found by its 16-byte digest; no URLs recorded). */
+  block: boolean;
+  /** When the index line on disk was last written (wall clock; 0 = never by this process). */
+  persistedAt: number;
   /** A write in progress (reads wait for it; a failed write removes the entry). */
   pending: Promise<boolean> | null;
 }
@@ -92,7 +99,13 @@ interface Metadata {
   sites: string[];
   urls: string[];
   lastUsed: number;
+  block?: boolean;
 }
+
+/** Bytes of a CATP block digest (sha-256 truncated, protocol/catp/skeleton.ts BLOCK_DIGEST_BYTES). */
+export const BLOCK_DIGEST_BYTES = 16;
+/** A block's LRU time is written to disk at most this often (a reload touches every block of a page). */
+const BLOCK_TOUCH_PERSIST_MS = 60_000;
 
 export type Lookup = { hit: true; size: number } | { hit: false; reason: 'absent' | 'other-site' };
 
@@ -104,6 +117,12 @@ export interface StoreCounters {
   hits: number;
   /** Digest present, but only from other sites: refused by the privacy scope (reported as a miss). */
   scopeRefusals: number;
+  /** CATP block lookups, hits, and digests held only for other sites (a miss under the scope). */
+  blockLookups: number;
+  blockHits: number;
+  blockScopeRefusals: number;
+  /** CATP blocks stored (new or already held). */
+  blockPuts: number;
   puts: number;
   /** Writes refused because the bytes did not match the digest they were announced with. */
   integrityRefusals: number;
@@ -121,6 +140,8 @@ export interface StoredPayload {
   sites: readonly string[];
   urls: readonly string[];
   lastUsed: number;
+  /** A CATP data block. */
+  block: boolean;
 }
 
 const KEY_PREFIX = 'dtd:';
@@ -137,6 +158,11 @@ export class PayloadStore {
   private readonly now: () => number;
   private readonly entries = new Map<string, Entry>();
   private readonly urls = new Map<string, Set<string>>();
+  /** Block digest (hex, 32 chars) → payload digest (hex), for CATP block entries. */
+  private readonly blocks = new Map<string, string>();
+  /** Sites → number of CATP block entries received from them. */
+  private readonly blockSites = new Map<string, number>();
+  private blockEntries = 0;
   private bytes = 0;
   /** Index appends and evictions run one at a time. */
   private chain: Promise<unknown> = Promise.resolve();
@@ -144,6 +170,10 @@ export class PayloadStore {
     lookups: 0,
     hits: 0,
     scopeRefusals: 0,
+    blockLookups: 0,
+    blockHits: 0,
+    blockScopeRefusals: 0,
+    blockPuts: 0,
     puts: 0,
     integrityRefusals: 0,
     corruptRemoved: 0,
@@ -174,6 +204,7 @@ export class PayloadStore {
     } catch (e) {
       throw new StoreError('STORE_ERR_IO', `cannot read the store at ${store.dir}: ${(e as Error).message}`);
     }
+    const loaded: Entry[] = [];
     for (const [key, info] of Object.entries(listing)) {
       if (!key.startsWith(KEY_PREFIX)) continue;
       const digestHex = key.slice(KEY_PREFIX.length);
@@ -186,17 +217,22 @@ export class PayloadStore {
         sites: m.sites.filter((s): s is string => typeof s === 'string').slice(0, store.maxSites),
         urls: m.urls.filter((s): s is string => typeof s === 'string').slice(0, store.maxUrls),
         lastUsed: m.lastUsed,
+        block: m.block === true,
+        persistedAt: 0,
         pending: null,
       };
-      store.insert(entry);
+      loaded.push(entry);
     }
+    // The map is kept in LRU order (least recently used first), so eviction takes the first entry.
+    loaded.sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const entry of loaded) store.insert(entry);
     if (store.bytes > store.budgetBytes) await store.serial(() => store.evict(null));
     return store;
   }
 
   private insert(entry: Entry): void {
     const old = this.entries.get(entry.digestHex);
-    if (old) this.bytes -= old.size;
+    if (old) this.drop(old);
     this.entries.set(entry.digestHex, entry);
     this.bytes += entry.size;
     for (const u of entry.urls) {
@@ -204,6 +240,14 @@ export class PayloadStore {
       if (!set) this.urls.set(u, (set = new Set()));
       set.add(entry.digestHex);
     }
+    if (entry.block) this.indexBlock(entry, entry.sites);
+  }
+
+  /** Adds a block entry (or new sites of one) to the block indexes. */
+  private indexBlock(entry: Entry, sites: readonly string[]): void {
+    if (!this.blocks.has(entry.digestHex.slice(0, 2 * BLOCK_DIGEST_BYTES))) this.blockEntries++;
+    this.blocks.set(entry.digestHex.slice(0, 2 * BLOCK_DIGEST_BYTES), entry.digestHex);
+    for (const site of sites) this.blockSites.set(site, (this.blockSites.get(site) ?? 0) + 1);
   }
 
   private drop(entry: Entry): void {
@@ -214,6 +258,18 @@ export class PayloadStore {
       const set = this.urls.get(u);
       set?.delete(entry.digestHex);
       if (set && set.size === 0) this.urls.delete(u);
+    }
+    if (entry.block) {
+      const prefix = entry.digestHex.slice(0, 2 * BLOCK_DIGEST_BYTES);
+      if (this.blocks.get(prefix) === entry.digestHex) {
+        this.blocks.delete(prefix);
+        this.blockEntries--;
+      }
+      for (const site of entry.sites) {
+        const n = (this.blockSites.get(site) ?? 1) - 1;
+        if (n > 0) this.blockSites.set(site, n);
+        else this.blockSites.delete(site);
+      }
     }
   }
 
@@ -248,6 +304,44 @@ export class PayloadStore {
   }
 
   /**
+   * Block reuse: might the store hold CATP blocks for a page at `url` (in scope)? In memory. Decides whether a
+   * CATP request asks the server to hold its data frames (`Catp-Reuse: hold`), which tells that server only
+   * what it could know anyway: that this client has loaded one of *its* pages before (under the default scope).
+   */
+  hasBlocksFor(url: string): boolean {
+    return this.scope === 'any' ? this.blockEntries > 0 : (this.blockSites.get(siteOf(url)) ?? 0) > 0;
+  }
+
+  /**
+   * Does the store hold the CATP block with this 16-byte digest for a page at `url`? In memory only, the same
+   * steps whether the block is absent or held only for another site (as `lookup`).
+   */
+  lookupBlock(blockDigest: Uint8Array, url: string): Lookup {
+    this.c.blockLookups++;
+    const site = siteOf(url);
+    const full = this.blocks.get(hex(blockDigest.subarray(0, BLOCK_DIGEST_BYTES)));
+    const entry = full === undefined ? undefined : this.entries.get(full);
+    const scoped = this.scope === 'any' || (entry?.sites ?? ABSENT_SITES).includes(site);
+    if (entry === undefined) return { hit: false, reason: 'absent' };
+    if (!scoped) {
+      this.c.blockScopeRefusals++;
+      return { hit: false, reason: 'other-site' };
+    }
+    this.c.blockHits++;
+    return { hit: true, size: entry.size };
+  }
+
+  /**
+   * The CATP block with this 16-byte digest, verified against its full sha-256, for a page at `url`; null when
+   * not held, out of scope, or corrupt (then removed: the caller fetches it over the network).
+   */
+  async getBlock(blockDigest: Uint8Array, url: string): Promise<Uint8Array | null> {
+    const full = this.blocks.get(hex(blockDigest.subarray(0, BLOCK_DIGEST_BYTES)));
+    if (full === undefined) return null;
+    return this.get(Buffer.from(full, 'hex'), url);
+  }
+
+  /**
    * The payload with this digest, verified, for a request to `url` (which is then recorded as one of its
    * URLs), or null: not held, out of scope, or failed verification (then removed).
    */
@@ -271,7 +365,7 @@ export class PayloadStore {
       await this.remove(entry, 'EINTEGRITY');
       return null;
     }
-    this.touch(entry, url, null);
+    this.touch(entry, entry.block && entry.urls.length === 0 ? null : url, null);
     return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   }
 
@@ -289,7 +383,8 @@ export class PayloadStore {
    * STORE_ERR_INTEGRITY and nothing is written. Resolves when the payload is on disk (lookups see it at
    * once; reads wait for the write). Returns the digest and whether it was stored (false: too large).
    */
-  async put(url: string, body: Uint8Array, expected?: Uint8Array): Promise<{ digest: Uint8Array; stored: boolean }> {
+  async put(url: string, body: Uint8Array, expected?: Uint8Array, opts: { block?: boolean } = {}): Promise<{ digest: Uint8Array; stored: boolean }> {
+    const block = opts.block === true;
     const digest = sha256(body);
     const digestHex = hex(digest);
     if (expected !== undefined && hex(expected) !== digestHex) {
@@ -301,16 +396,23 @@ export class PayloadStore {
       return { digest, stored: false };
     }
     this.c.puts++;
+    if (block) this.c.blockPuts++;
     const site = siteOf(url);
     const existing = this.entries.get(digestHex);
     if (existing !== undefined) {
       if (existing.pending) await existing.pending;
       if (this.entries.get(digestHex) === existing) {
-        this.touch(existing, url, site);
+        if (block && !existing.block) {
+          existing.block = true;
+          this.indexBlock(existing, existing.sites);
+        }
+        this.touch(existing, block ? null : url, site);
         return { digest, stored: true };
       }
     }
-    const entry: Entry = { digestHex, size: body.length, sites: [site], urls: [url], lastUsed: this.now(), pending: null };
+    const entry: Entry = {
+      digestHex, size: body.length, sites: [site], urls: block ? [] : [url], lastUsed: this.now(), block, persistedAt: this.now(), pending: null,
+    };
     this.insert(entry);
     const write = this.serial(async () => {
       try {
@@ -335,13 +437,23 @@ export class PayloadStore {
     return { digest, stored: this.entries.get(digestHex) === entry };
   }
 
-  /** Records a use (LRU) and, with `site`, that the payload was received in full from that site. */
-  private touch(entry: Entry, url: string, site: string | null): void {
+  /**
+   * Records a use (LRU), with `site` that the payload was received in full from that site, with `url` that it
+   * was received for that URL (null for CATP blocks: they keep no URLs).
+   */
+  private touch(entry: Entry, url: string | null, site: string | null): void {
     entry.lastUsed = Math.max(this.now(), entry.lastUsed + 1e-3);
+    // most recently used last: eviction takes the first entry
+    this.entries.delete(entry.digestHex);
+    this.entries.set(entry.digestHex, entry);
+    let changed = false;
     if (site !== null && !entry.sites.includes(site) && entry.sites.length < this.maxSites) {
       entry.sites.push(site);
+      if (entry.block) this.indexBlock(entry, [site]);
+      changed = true;
     }
-    if (!entry.urls.includes(url)) {
+    if (url !== null && !entry.urls.includes(url)) {
+      changed = true;
       entry.urls.unshift(url);
       if (entry.urls.length > this.maxUrls) {
         const gone = entry.urls.pop() as string;
@@ -351,6 +463,9 @@ export class PayloadStore {
       if (!set) this.urls.set(url, (set = new Set()));
       set.add(entry.digestHex);
     }
+    // A page reload touches every block it reuses: their LRU time alone goes to disk at most once a minute.
+    if (!changed && entry.block && entry.urls.length === 0 && this.now() - entry.persistedAt < BLOCK_TOUCH_PERSIST_MS) return;
+    entry.persistedAt = this.now();
     void this.serial(async () => {
       if (this.entries.get(entry.digestHex) !== entry) return;
       await cacache.index
@@ -362,16 +477,18 @@ export class PayloadStore {
   }
 
   private metadata(entry: Entry): Metadata {
-    return { v: 1, sites: [...entry.sites], urls: [...entry.urls], lastUsed: entry.lastUsed };
+    return { v: 1, sites: [...entry.sites], urls: [...entry.urls], lastUsed: entry.lastUsed, ...(entry.block ? { block: true } : {}) };
   }
 
   /** Evicts least recently used payloads (never `keep`) until the budget holds. Runs inside serial(). */
   private async evict(keep: Entry | null): Promise<void> {
     while (this.bytes > this.budgetBytes) {
+      // The map is in LRU order: the first entry that is neither being written nor kept.
       let victim: Entry | null = null;
       for (const e of this.entries.values()) {
         if (e === keep || e.pending) continue;
-        if (victim === null || e.lastUsed < victim.lastUsed) victim = e;
+        victim = e;
+        break;
       }
       if (victim === null) break;
       this.drop(victim);
@@ -398,7 +515,7 @@ export class PayloadStore {
   }
 
   private info(e: Entry): StoredPayload {
-    return { digestHex: e.digestHex, size: e.size, sites: [...e.sites], urls: [...e.urls], lastUsed: e.lastUsed };
+    return { digestHex: e.digestHex, size: e.size, sites: [...e.sites], urls: [...e.urls], lastUsed: e.lastUsed, block: e.block };
   }
 
   counters(): StoreCounters {

@@ -72,6 +72,13 @@ export class StreamSession {
   private finishedAtMs: number | null = null;
   frames = 0;
   firstFrameAtMs: number | null = null;
+  /** Arrival of the last frame and bytes of every frame (the load's measured rate, for reuse's time estimate). */
+  lastFrameAtMs: number | null = null;
+  bytes = 0;
+  private firstFrameBytes = 0;
+  /** Block reuse: blocks filled from the store, the payload bytes they carry, and those that came anyway. */
+  private readonly localBlocks = new Map<number, number>();
+  private readonly arrivedAnyway = new Set<number>();
 
   constructor(
     readonly requestId: string,
@@ -93,8 +100,15 @@ export class StreamSession {
       this.assembler.start(nowMs);
     }
     this.frames++;
-    this.firstFrameAtMs ??= nowMs;
+    if (this.firstFrameAtMs === null) {
+      this.firstFrameAtMs = nowMs;
+      this.firstFrameBytes = data.length;
+    }
+    this.lastFrameAtMs = nowMs;
+    this.bytes += data.length;
     const r = this.assembler.receive(data, nowMs);
+    const ix = this.localBlocks.size > 0 && r.code === 'CATP_DUPLICATE' && r.seq !== undefined ? this.indexFrames : null;
+    if (ix !== null && this.localBlocks.has((r.seq as number) - ix)) this.arrivedAnyway.add((r.seq as number) - ix);
     const outcome = this.drain(nowMs);
     const record: FrameRecord = {
       atMs: nowMs - this.startedAtMs,
@@ -107,6 +121,43 @@ export class StreamSession {
       displayable: outcome.events.map(displayable).filter((d): d is Displayable => d !== null),
     };
     return { record, outcome };
+  }
+
+  /** Index frames of the page (frame numbers before the first block), once the skeleton is known. */
+  private get indexFrames(): number | null {
+    if (!(this.assembler instanceof CatpAssembler) || this.assembler.skeleton === null) return null;
+    return this.assembler.receiver.total - this.assembler.progress().blocks;
+  }
+
+  /**
+   * Block reuse: fills the blocks the store had (verified again by the assembler against the index), then
+   * tells a sender that acknowledged reuse what is held (an exhaustive report, sent at once).
+   */
+  fillLocal(payloads: ReadonlyMap<number, Uint8Array>, nowMs: number): StreamOutcome {
+    if (this.assembler instanceof CatpAssembler) {
+      for (const [block, payload] of payloads) {
+        if (this.assembler.fillLocal(block, payload)) this.localBlocks.set(block, payload.length);
+      }
+      this.assembler.reuseReady();
+    }
+    return this.drain(nowMs);
+  }
+
+  /** Blocks filled from the store, their data-frame payload bytes, and how many the server sent anyway. */
+  localStats(): { reused: number; payloadBytes: number; arrivedAnyway: number; arrivedAnywayBytes: number } {
+    let payloadBytes = 0;
+    let arrivedAnywayBytes = 0;
+    for (const [block, n] of this.localBlocks) {
+      payloadBytes += n;
+      if (this.arrivedAnyway.has(block)) arrivedAnywayBytes += n;
+    }
+    return { reused: this.localBlocks.size, payloadBytes, arrivedAnyway: this.arrivedAnyway.size, arrivedAnywayBytes };
+  }
+
+  /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
+  arrivalSpan(): { frames: number; bytes: number; spanMs: number } {
+    const span = this.firstFrameAtMs === null || this.lastFrameAtMs === null ? 0 : this.lastFrameAtMs - this.firstFrameAtMs;
+    return { frames: Math.max(0, this.frames - 1), bytes: Math.max(0, this.bytes - this.firstFrameBytes), spanMs: span };
   }
 
   onTimer(nowMs: number): StreamOutcome {

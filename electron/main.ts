@@ -16,6 +16,8 @@ async function main(): Promise<void> {
   await app.whenReady();
   const browser = await startBrowserSession({
     shell: 'electron',
+    // `catp browse` passes its --store / --no-store choice; started directly, the per-user store
+    ...(process.env.CATP_NO_STORE === '1' ? { storeDir: null } : process.env.CATP_STORE_DIR ? { storeDir: process.env.CATP_STORE_DIR } : {}),
     defaultTransport: transport === 'inorder' ? 'inorder' : 'catp',
     ...(rate ? { rateBytesPerSec: rate } : {}),
   });

@@ -3,7 +3,7 @@
 // `Content-Security-Policy: script-src 'none'`: nothing in a page ever runs. CATP pages are built from the
 // skeleton the moment it arrives and filled block by block; in-order pages go through the frame's own parser
 // (document.open / write). Every visible update is stamped when painted (meter.ts).
-import type { BrowserEvent, LoadRecord, Transport, WireFrame } from '../protocol/browser/api';
+import type { BrowserEvent, LoadRecord, LoadSavings, Transport, WireFrame } from '../protocol/browser/api';
 import { connectApi } from './api-client';
 import { DomPageBuilder, dumpDocument } from './dom-builder';
 import { buildRecord, epochNow, longestGap, networkFloor, PaintClock, round } from './meter';
@@ -39,6 +39,8 @@ const ui = {
     gap: $<HTMLElement>('#hud-gap'),
     silent: $<HTMLElement>('#hud-silent'),
     floor: $<HTMLElement>('#hud-floor'),
+    reuse: $<HTMLElement>('#hud-reuse'),
+    saved: $<HTMLElement>('#hud-saved'),
     state: $<HTMLElement>('#hud-state'),
   },
 };
@@ -58,6 +60,8 @@ interface LoadState {
   finished: boolean;
   hostCompleteAtEpochMs: number | null;
   record: LoadRecord | null;
+  /** What the host's payload store saved (CATP blocks reused, DTD hits); null: nothing reported. */
+  savings: LoadSavings | null;
 }
 
 const { api, kind } = connectApi();
@@ -151,6 +155,7 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
     finished: false,
     hostCompleteAtEpochMs: null,
     record: null,
+    savings: null,
   };
   cur = load;
   ui.url.value = ev.url;
@@ -273,6 +278,7 @@ async function finish(load: LoadState, outcome: LoadRecord['outcome'], error?: s
     hostCompleteMs: load.hostCompleteAtEpochMs === null ? null : round(load.hostCompleteAtEpochMs - load.requestAtEpochMs),
     outcome,
     ...(error !== undefined ? { error } : {}),
+    ...(load.savings ? { savings: { ...load.savings } } : {}),
   });
   load.record = record;
   lastRecord = record;
@@ -316,6 +322,11 @@ api.onEvent((ev) => {
   switch (ev.type) {
     case 'frame':
       load.arrivals.push(ev.frame);
+      return;
+    case 'savings':
+      load.savings = ev.savings;
+      if (load.record) load.record.savings = { ...ev.savings };
+      render();
       return;
     case 'complete':
       load.hostCompleteAtEpochMs = ev.atEpochMs;
@@ -374,6 +385,7 @@ function render(): void {
     h.floor.textContent = `${networkFloor(load.requestAtEpochMs, load.arrivals).ms.toFixed(0)} ms`;
     h.state.textContent = 'loading';
   }
+  renderSavings(load);
   drawTimeline(ui.timeline, {
     requestAtEpochMs: load.requestAtEpochMs,
     nowEpochMs: Math.max(now, lastTime(load)),
@@ -382,6 +394,26 @@ function render(): void {
     silent,
     floor: networkFloor(load.requestAtEpochMs, load.arrivals),
   });
+}
+
+/** The HUD's store figures: blocks filled from the store (of the page's), DTD hits, bytes and time saved. */
+function renderSavings(load: LoadState): void {
+  const s = load.savings;
+  const h = ui.hud;
+  if (!s) {
+    h.reuse.textContent = '—';
+    h.saved.textContent = '—';
+    h.saved.title = 'no payload store';
+    return;
+  }
+  const blocks = s.blocks || load.builder?.blockCount || 0;
+  h.reuse.textContent = `${s.blocksReused}/${blocks} blocks${s.dtdHits > 0 ? ` · ${s.dtdHits} DTD hit${s.dtdHits === 1 ? '' : 's'}` : ''}`;
+  h.saved.textContent = s.bytesSaved > 0 ? `${formatBytes(s.bytesSaved)} ≈ ${s.savedMs.toFixed(1)} ms` : '0 B';
+  h.saved.title = `estimate: ${s.estimate}`;
+}
+
+function formatBytes(n: number): string {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} kB` : `${n} B`;
 }
 
 function lastTime(load: LoadState): number {
@@ -431,6 +463,9 @@ const probe = {
           updates: load.clock.updates.length,
           record: load.record,
           hudSilent: ui.hud.silent.textContent,
+          hudReuse: ui.hud.reuse.textContent,
+          hudSaved: ui.hud.saved.textContent,
+          savings: load.savings,
         }
       : null;
   },

@@ -5,11 +5,13 @@
 //
 // Everything here is bounded: the session table (`maxSessions`), the encoded-page cache (bytes), the list of
 // recently completed requests (so late duplicates of a finished transfer are not served twice), the
-// socket's send queue. One timer drives all sessions: an indexed min-heap keyed by each sender's
+// socket's send queue. Block reuse (`Catp-Reuse: hold`): the index goes at once, the data frames wait (at most
+// `reuseHoldMs`) for the client's exhaustive report, and frames it holds are never sent (reuse-gate.ts).
+// One timer drives all sessions: an indexed min-heap keyed by each sender's
 // `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
 import { createHash } from 'crypto';
 import type * as dgram from 'dgram';
-import { encodePage, encodeRaw, RepairSender, type SenderOptions } from '../protocol/catp';
+import { encodePage, encodeRaw, FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
 
 export type CatpMode = 'catp' | 'inorder';
 
@@ -28,8 +30,17 @@ export interface CatpOptions {
   completedMemory?: number;
   /** Datagrams waiting in the UDP socket's send queue beyond which a frame is dropped as lost (default 4096). */
   maxSendQueue?: number;
+  /** Honour `Catp-Reuse: hold` (block reuse) at all (default true); off: the header is ignored. */
+  reuse?: boolean;
+  /** Longest wait for a reuse client's exhaustive report before the data frames go anyway (ms, default 1000). */
+  reuseHoldMs?: number;
+  /**
+   * Where CATP blocks end (default 'content': content-defined, so an edited page keeps most block digests and a
+   * client reuses them; 'packed': full frames, half as many, but an edit changes every later block).
+   */
+  blockCut?: 'content' | 'packed';
   /** Passed to every RepairSender (rate options above take precedence). */
-  sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec'>;
+  sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec' | 'reuse'>;
 }
 
 export const DEFAULT_CATP_OPTIONS = Object.freeze({
@@ -40,6 +51,9 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
   cacheBytes: 64 * 1024 * 1024,
   completedMemory: 4096,
   maxSendQueue: 4096,
+  reuse: true,
+  reuseHoldMs: 1000,
+  blockCut: 'content' as 'content' | 'packed',
 });
 
 export const MIN_CATP_RATE = 1000;
@@ -63,6 +77,17 @@ export interface CatpCounters {
   catpFramesSent: number;
   /** Of those, resends. */
   catpFramesResent: number;
+  /** Of catpFramesSent: index frames and data (or raw) frames, and their bytes (CATP header included). */
+  catpIndexFramesSent: number;
+  catpIndexBytesSent: number;
+  catpDataFramesSent: number;
+  catpDataBytesSent: number;
+  /** Sessions that asked for block reuse (`Catp-Reuse: hold`) and got it. */
+  catpReuseSessions: number;
+  /** Data frames of completed reuse sessions never sent because the client held them. */
+  catpReuseFramesSaved: number;
+  /** Reuse sessions whose hold ended by its deadline, not by an exhaustive report. */
+  catpReuseHoldExpired: number;
   /** Frames dropped because the send failed (EAGAIN, ENOBUFS...) or the send queue was full: lost frames. */
   catpSendErrors: number;
   /** Report datagrams routed to a session (accepted or not). */
@@ -93,6 +118,13 @@ export function newCatpCounters(): CatpCounters {
     catpRefused: 0,
     catpFramesSent: 0,
     catpFramesResent: 0,
+    catpIndexFramesSent: 0,
+    catpIndexBytesSent: 0,
+    catpDataFramesSent: 0,
+    catpDataBytesSent: 0,
+    catpReuseSessions: 0,
+    catpReuseFramesSaved: 0,
+    catpReuseHoldExpired: 0,
     catpSendErrors: 0,
     catpReports: 0,
     catpBadReports: {},
@@ -110,6 +142,11 @@ export function parseCatpMode(value: string | null): CatpMode | null {
   if (value === null) return null;
   const v = value.trim().toLowerCase();
   return v === 'catp' || v === 'inorder' ? v : null;
+}
+
+/** True when a `Catp-Reuse` header asks for block reuse (`hold`, case-insensitive); anything else is ignored. */
+export function parseCatpReuse(value: string | null): boolean {
+  return value !== null && value.trim().toLowerCase() === 'hold';
 }
 
 /** The rate to pace at: `Catp-Rate` (decimal integer, bytes/s) clamped to [MIN_CATP_RATE, max], else the default. */
@@ -174,11 +211,11 @@ export class EncodedPageCache {
 }
 
 /** Encode a body for a mode. Throws what the encoder throws (CATP_ERR_UNENCODABLE...). */
-export function encodeForMode(mode: CatpMode, body: Uint8Array): Encoded {
+export function encodeForMode(mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed' = 'content'): Encoded {
   let frames: Uint8Array[];
   let indexFrames: number;
   if (mode === 'catp') {
-    const p = encodePage(body, { sha256 });
+    const p = encodePage(body, { sha256, blockCut });
     frames = p.frames;
     indexFrames = p.indexFrames;
   } else {
@@ -196,6 +233,9 @@ interface Session {
   sender: RepairSender;
   address: string;
   port: number;
+  /** Data frames sent at least once (reuse sessions only: what the client's store did not cover). */
+  dataSent: Uint8Array | null;
+  indexFrames: number;
   /** Deadline for the scheduler (ms, performance.now clock), and the session's heap position (-1 = none). */
   at: number;
   heapIndex: number;
@@ -297,6 +337,8 @@ export interface StartRequest {
   port: number;
   /** Catp-Rate header value, or null. */
   rateHeader: string | null;
+  /** The request carried `Catp-Reuse: hold` (honoured for mode 'catp' when reuse is enabled). */
+  reuse?: boolean;
   /** Cache key for the body (path + size + mtime); null = do not cache. */
   cacheKey: string | null;
   body: Uint8Array;
@@ -321,6 +363,9 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
     cacheBytes: pos(o?.cacheBytes, d.cacheBytes, 'cacheBytes'),
     completedMemory: Math.floor(pos(o?.completedMemory, d.completedMemory, 'completedMemory')),
     maxSendQueue: Math.floor(pos(o?.maxSendQueue, d.maxSendQueue, 'maxSendQueue', 1)),
+    reuse: o?.reuse ?? d.reuse,
+    reuseHoldMs: pos(o?.reuseHoldMs, d.reuseHoldMs, 'reuseHoldMs'),
+    blockCut: o?.blockCut === 'packed' ? 'packed' : d.blockCut,
     sender: o?.sender,
   };
 }
@@ -395,21 +440,29 @@ export class CatpSessions {
     }
     const enc = this.encoded(req);
     if (enc === null) return false;
+    // Reuse only means something with blocks (CATP), and only towards a client that asked (it sets a flag
+    // bit in every frame, which an old client would refuse).
+    const reuse = req.reuse === true && req.mode === 'catp' && this.opts.reuse;
     let sender: RepairSender;
     try {
       sender = new RepairSender(enc.frames, enc.indexFrames, {
         ...(this.opts.sender ?? {}),
         requestId: req.id,
         rateBytesPerSec: pickRate(req.rateHeader, this.opts.rateBytesPerSec, this.opts.maxRateBytesPerSec),
+        ...(reuse ? { reuse: { holdMs: this.opts.reuseHoldMs } } : {}),
       });
     } catch {
       this.c.catpEncodeErrors++;
       return false;
     }
-    const s: Session = { key, mode: req.mode, sender, address: req.address, port: req.port, at: 0, heapIndex: -1 };
+    const s: Session = {
+      key, mode: req.mode, sender, address: req.address, port: req.port,
+      dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames, at: 0, heapIndex: -1,
+    };
     this.sessions.set(key, s);
     this.c.catpSessions++;
     this.c.catpModes[req.mode]++;
+    if (reuse) this.c.catpReuseSessions++;
     this.service(s, this.now());
     this.arm();
     return true;
@@ -422,7 +475,7 @@ export class CatpSessions {
     else {
       this.c.catpCacheMisses++;
       try {
-        e = encodeForMode(req.mode, req.body);
+        e = encodeForMode(req.mode, req.body, this.opts.blockCut);
       } catch (err) {
         const code = err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
         e = { failed: code, bytes: 128 };
@@ -474,6 +527,14 @@ export class CatpSessions {
 
   private send(d: Uint8Array, s: Session): void {
     this.c.catpFramesSent++;
+    if (d[10] === FRAME_KIND.INDEX) {
+      this.c.catpIndexFramesSent++;
+      this.c.catpIndexBytesSent += d.length;
+    } else {
+      this.c.catpDataFramesSent++;
+      this.c.catpDataBytesSent += d.length;
+      if (s.dataSent !== null && d.length >= 24) s.dataSent[new DataView(d.buffer, d.byteOffset, d.byteLength).getUint32(20)] = 1;
+    }
     if (this.udp.getSendQueueCount() >= this.opts.maxSendQueue) {
       this.c.catpSendErrors++; // the kernel is not keeping up: a lost frame, repaired like any other
       return;
@@ -491,9 +552,14 @@ export class CatpSessions {
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.heap.remove(s);
+    const gate = s.sender.reuse;
+    if (gate?.stats.holdExpired) this.c.catpReuseHoldExpired++;
     if (s.sender.done) {
       this.c.catpCompleted++;
       this.completed.add(s.key);
+      if (s.dataSent !== null) {
+        for (let q = s.indexFrames; q < s.dataSent.length; q++) if (s.dataSent[q] === 0) this.c.catpReuseFramesSaved++;
+      }
     } else {
       this.c.catpGaveUp++;
     }

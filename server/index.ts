@@ -5,5 +5,5 @@ export { ChannelChooser, DEFAULT_CHANNEL_OPTIONS, RecentKeyRing, seededRng } fro
 export type { Channel, ChannelOptions, ChannelCounters, ChannelDecision, ChannelDeps, ChoiceReason } from './channel-choice';
 export { FileServer, resolveTarget, mimeType } from './files';
 export type { FileRequest, FileResponse, FileServerOptions } from './files';
-export { CatpSessions, EncodedPageCache, DEFAULT_CATP_OPTIONS, MIN_CATP_RATE, parseCatpMode, pickRate, encodeForMode } from './catp';
+export { CatpSessions, EncodedPageCache, DEFAULT_CATP_OPTIONS, MIN_CATP_RATE, parseCatpMode, parseCatpReuse, pickRate, encodeForMode } from './catp';
 export type { CatpMode, CatpOptions, CatpCounters } from './catp';

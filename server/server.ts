@@ -15,7 +15,7 @@ import { DhttpRequestStream } from '../protocol/dhttp/stream';
 import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
 import { FileServer, resolveTarget, simpleResponse } from './files';
-import { CatpSessions, parseCatpMode, resolveCatpOptions, type CatpCounters, type CatpMode, type CatpOptions } from './catp';
+import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type CatpCounters, type CatpMode, type CatpOptions } from './catp';
 import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
 import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
 
@@ -503,6 +503,7 @@ class Server implements DhttpServer {
       address: rinfo.address,
       port: rinfo.port,
       rateHeader: getHeader(req.headers, 'catp-rate'),
+      reuse: parseCatpReuse(getHeader(req.headers, 'catp-reuse')),
       cacheKey,
       body: res.body,
     });

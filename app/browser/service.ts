@@ -1,10 +1,13 @@
 // The browser host: shell-independent. Takes BrowserCommands from a renderer (through any transport) and
 // answers with BrowserEvents; owns the DhttpHost (native endpoint + DHTTP client + CATP assembler), the
-// history, and the per-load bookkeeping (frame records on the kernel clock, missing / repaired counts).
+// history, and the per-load bookkeeping (frame records on the kernel clock, missing / repaired counts, what
+// the payload store saved: CATP blocks reused, DTD hits).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { DhttpHost, type DhttpHostOptions, type FetchResult } from '../dhttp-host';
+import type { ReuseOutcome } from '../block-reuse';
+import type { PayloadStore } from '../payload-store';
 import type { FrameRecord, StreamEvent } from '../stream-session';
 import { realtimeNs } from '../../native';
 import { getHeader, parseTarget } from '../../protocol/dhttp';
@@ -14,6 +17,7 @@ import {
   type BrowserEvent,
   type DumpNode,
   type LoadRecord,
+  type LoadSavings,
   type Transport,
   type WireFrame,
 } from '../../protocol/browser/api';
@@ -23,6 +27,11 @@ import { toWireSkeleton } from './wire';
 export interface BrowserServiceOptions {
   host?: DhttpHost;
   hostOptions?: DhttpHostOptions;
+  /**
+   * The payload store (DTD and CATP block reuse) for the host this service creates; none: no store, every
+   * byte comes over the network. (startBrowserSession opens the per-user one by default.)
+   */
+  store?: PayloadStore | null;
   /** Transport for dhttp:// HTML when a navigation names none. */
   defaultTransport?: 'catp' | 'inorder';
   /** Ask servers to pace CATP / in-order frames at this many bytes/s. */
@@ -49,6 +58,8 @@ interface ActiveLoad {
   requestAtEpochMs: number;
   done: boolean;
   cancel?: () => void;
+  /** What the store saved on this load (null: the host has no store). */
+  savings: LoadSavings | null;
 }
 
 type Listener = (event: BrowserEvent) => void;
@@ -65,6 +76,8 @@ export class BrowserService {
   private readonly dumps = new Map<number, (tree: DumpNode | null) => void>();
   private readonly records = new Map<number, LoadRecord>();
   private readonly recordWaiters = new Map<number, ((r: LoadRecord) => void)[]>();
+  /** Savings of recent loads (bounded), for the records the renderer hands over. */
+  private readonly savingsByLoad = new Map<number, LoadSavings>();
   private readyWaiters: (() => void)[] = [];
   private readyCount = 0;
   /** Commands refused by isCommand (bad input from the renderer side), counted. */
@@ -73,7 +86,8 @@ export class BrowserService {
 
   constructor(private readonly options: BrowserServiceOptions = {}) {
     this.ownsHost = options.host === undefined;
-    this.host = options.host ?? new DhttpHost(options.hostOptions ?? { client: { initialTimeoutMs: 400, fallbackAfterResends: 3 } });
+    const hostOptions = options.hostOptions ?? { client: { initialTimeoutMs: 400, fallbackAfterResends: 3 } };
+    this.host = options.host ?? new DhttpHost(options.store ? { ...hostOptions, store: options.store } : hostOptions);
   }
 
   /** Attaches a renderer; returns the function that takes its (untrusted) commands, and a detach. */
@@ -134,6 +148,9 @@ export class BrowserService {
         return;
       }
       case 'load-record': {
+        // the host's figures are the reference (a sub-resource's DTD hit may have come after the renderer's last)
+        const mine = this.savingsByLoad.get(c.record.loadId);
+        if (mine) c.record.savings = { ...mine };
         this.records.set(c.record.loadId, c.record);
         const waiters = this.recordWaiters.get(c.record.loadId) ?? [];
         this.recordWaiters.delete(c.record.loadId);
@@ -258,7 +275,12 @@ export class BrowserService {
     const loadId = this.nextLoadId++;
     const transport = this.transportFor(entry.url, entry.transport);
     const requestNs = realtimeNs();
-    const load: ActiveLoad = { loadId, url: entry.url, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false };
+    const load: ActiveLoad = {
+      loadId, url: entry.url, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false,
+      savings: this.host.reuse !== null || this.host.dtd !== null
+        ? { blocks: 0, blocksReused: 0, dtdHits: 0, bytesSaved: 0, savedMs: 0, estimate: 'nothing saved yet' }
+        : null,
+    };
     this.current = load;
     this.emit({
       type: 'load-started',
@@ -298,8 +320,41 @@ export class BrowserService {
     this.emit({ type: 'complete', loadId: load.loadId, atEpochMs: Number(realtimeNs()) / 1e6, counters });
   }
 
+  /** Adds to a load's savings and tells the renderer. */
+  private saved(load: ActiveLoad, add: Partial<LoadSavings> & { estimate?: string }): void {
+    const s = load.savings;
+    if (s === null) return;
+    s.blocks = add.blocks ?? s.blocks;
+    s.blocksReused = add.blocksReused ?? s.blocksReused;
+    s.dtdHits += add.dtdHits ?? 0;
+    s.bytesSaved += add.bytesSaved ?? 0;
+    s.savedMs += add.savedMs ?? 0;
+    if (add.estimate !== undefined) s.estimate = s.estimate === 'nothing saved yet' ? add.estimate : `${s.estimate}; ${add.estimate}`;
+    this.savingsByLoad.set(load.loadId, { ...s });
+    if (this.savingsByLoad.size > 64) this.savingsByLoad.delete(this.savingsByLoad.keys().next().value as number);
+    if (!this.closed) this.emit({ type: 'savings', loadId: load.loadId, savings: { ...s } });
+  }
+
+  /** A DTD hit on a fetch of this load (the page itself, or a sub-resource the page frame asked for). */
+  private dtdSaved(load: ActiveLoad, result: FetchResult): void {
+    const d = result.dtd;
+    if (!d || d.decision !== 'hit' || d.savedBytes <= 0) return;
+    this.saved(load, {
+      dtdHits: 1,
+      bytesSaved: d.savedBytes,
+      savedMs: d.savedMs,
+      estimate: `DTD ${d.savedBytes} B / the DTD agent's measured bandwidth`,
+    });
+  }
+
+  /** A sub-resource fetched for the page in the frame (the shell server calls this): counts its DTD hit. */
+  noteSubresource(result: FetchResult): void {
+    if (this.current) this.dtdSaved(this.current, result);
+  }
+
   private emitWhole(load: ActiveLoad, result: FetchResult): void {
     if (!this.live(load)) return;
+    this.dtdSaved(load, result);
     const res = result.response;
     const contentType = getHeader(res.headers, 'content-type') ?? 'application/octet-stream';
     const html = /^text\/html\b/i.test(contentType);
@@ -349,11 +404,22 @@ export class BrowserService {
     void requestNs;
     const stop = new AbortController();
     load.cancel = () => stop.abort();
+    let reused = 0;
+    const onLocalFill = (events: StreamEvent[]) => {
+      if (!this.live(load)) return;
+      for (const ev of events) {
+        if (ev.type !== 'block-filled') continue;
+        reused++;
+        this.emit({ type: 'block-filled', loadId: load.loadId, block: ev.block, fills: ev.fills.map((f) => ({ ...f })) });
+      }
+      this.saved(load, { blocksReused: reused });
+    };
     const result = await this.host.load(load.url, {
       mode: load.transport === 'inorder' ? 'inorder' : 'catp',
       ...(this.options.rateBytesPerSec !== undefined ? { rateBytesPerSec: this.options.rateBytesPerSec } : {}),
       timeoutMs: this.options.loadTimeoutMs ?? 60_000,
       onFrame,
+      onLocalFill,
       signal: stop.signal,
     });
     if (result.kind === 'response') {
@@ -361,7 +427,8 @@ export class BrowserService {
       this.emitWhole(load, result.result);
       return;
     }
-    this.complete(load, { ...result.counters, frames: result.frames });
+    if (result.reuse && this.live(load)) this.saved(load, reuseSavings(result.reuse));
+    this.complete(load, { ...result.counters, frames: result.frames, ...(result.reuse ? { blocksReused: result.reuse.reused, bytesSaved: result.reuse.bytesSaved } : {}) });
   }
 
   private async tcp(load: ActiveLoad, _requestNs: bigint): Promise<void> {
@@ -427,6 +494,21 @@ export class BrowserService {
     if (this.ownsHost) this.host.close();
     this.listeners.clear();
   }
+}
+
+/** A CATP load's reuse figures as LoadSavings fields (its blocks, how many came from the store, bytes, time). */
+function reuseSavings(r: ReuseOutcome): Partial<LoadSavings> & { estimate: string } {
+  const rate = r.rateBytesPerSec >= 1e6 ? `${(r.rateBytesPerSec / 1e6).toFixed(2)} MB/s` : `${(r.rateBytesPerSec / 1e3).toFixed(1)} kB/s`;
+  const from = { measured: "measured from this origin's CATP frames", paced: 'the pacing rate asked for', assumed: 'assumed (no measurement yet)' }[r.rateSource];
+  return {
+    blocks: r.blocks,
+    blocksReused: r.reused,
+    bytesSaved: r.bytesSaved,
+    savedMs: r.savedMs,
+    estimate: r.acked || r.reused === 0
+      ? `CATP ${r.bytesSaved} B / ${rate} ${from}`
+      : `CATP: ${r.reused} blocks painted from the store, but the server sent them anyway (it did not acknowledge reuse)`,
+  };
 }
 
 /** Per-load arrival bookkeeping: which seqs came, how many are missing below the highest, how many filled a gap. */

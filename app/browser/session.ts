@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { packageRoot } from '../../native';
+import { defaultStoreDir, PayloadStore } from '../payload-store';
 import { BrowserService, type BrowserServiceOptions } from './service';
 import { startShellServer, type ShellServer } from './shell-server';
 
@@ -17,12 +18,29 @@ export interface BrowserSession {
   close(): Promise<void>;
 }
 
-export async function startBrowserSession(options: BrowserServiceOptions & { rendererDir?: string } = {}): Promise<BrowserSession> {
+export interface BrowserSessionOptions extends BrowserServiceOptions {
+  rendererDir?: string;
+  /**
+   * The payload store's directory (DTD and CATP block reuse): default the per-user one (defaultStoreDir(),
+   * shared with `catp get`); null: no store. Ignored when `store` or `host` is given.
+   */
+  storeDir?: string | null;
+  /** The store's byte budget (default PayloadStore's, 256 MiB). */
+  storeBudgetBytes?: number;
+}
+
+export async function startBrowserSession(options: BrowserSessionOptions = {}): Promise<BrowserSession> {
   const rendererDir = options.rendererDir ?? defaultRendererDir();
   if (!existsSync(join(rendererDir, 'app.js'))) {
     throw new Error(`the renderer is not built (${join(rendererDir, 'app.js')} is missing): run npm run build`);
   }
-  const service = new BrowserService(options);
+  const opened = options.store === undefined && options.host === undefined && options.storeDir !== null
+    ? await PayloadStore.open({
+      dir: options.storeDir ?? defaultStoreDir(),
+      ...(options.storeBudgetBytes !== undefined ? { budgetBytes: options.storeBudgetBytes } : {}),
+    })
+    : null;
+  const service = new BrowserService(opened ? { ...options, store: opened } : options);
   const shell = await startShellServer(service, { rendererDir });
   service.setViewUrl(shell.viewUrl);
   return {
@@ -31,6 +49,8 @@ export async function startBrowserSession(options: BrowserServiceOptions & { ren
     close: async () => {
       service.close();
       await shell.close();
+      // the last page's blocks are being written: let them land (the writes are atomic either way)
+      await service.host.flushStore().catch(() => undefined);
     },
   };
 }

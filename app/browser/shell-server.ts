@@ -142,6 +142,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     }
     void scheme;
     const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000 });
+    service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
     const r = result.response;
     const headers: Record<string, string> = {
       'content-type': getHeader(r.headers, 'content-type') ?? 'application/octet-stream',

@@ -16,6 +16,7 @@ import {
   type Transport,
 } from '../../app/browser';
 import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
+import { defaultStoreDir } from '../../app/payload-store';
 import { packageRoot } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
@@ -38,6 +39,11 @@ options:
       --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
       --shell S           auto (default: Electron if its binary is present, else Chromium) | electron | chromium
       --timeout MS        headless: give up after MS (default 60000)
+      --store DIR         payload store (DTD and CATP block reuse: blocks and payloads already held for the
+                          site are not transferred again; the HUD shows what that saved). Default for a window:
+                          ${defaultStoreDir().replace(/^.*\/\.cache\//, '~/.cache/')}; --headless runs without one unless
+                          given (a headless load is a measurement: it starts cold)
+      --no-store          no payload store
   -h, --help              show this help
 `;
 
@@ -53,6 +59,8 @@ const options = {
   shell: { type: 'string' },
   timeout: { type: 'string' },
   seed: { type: 'string' },
+  store: { type: 'string' },
+  'no-store': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -96,6 +104,10 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
   const timeoutMs = intOption(values.timeout, 'timeout', 100, 3_600_000) ?? 60_000;
   const seed = intOption(values.seed, 'seed', 0, 2 ** 31) ?? (Date.now() & 0x7fffffff);
+  if (values.store !== undefined && values['no-store']) throw new UsageError('--store and --no-store exclude each other');
+  // A window browses with the per-user store; a headless load is a measurement (silent time, dumps) and must
+  // not depend on what earlier runs left behind, so it gets a store only when asked for one.
+  const storeDir: string | null = values['no-store'] ? null : values.store ?? (values.headless ? null : defaultStoreDir());
   let loss = parseLoss(values.loss);
 
   // ---- what to load: a URL, or the demo site --------------------------------------------------------
@@ -135,6 +147,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
     loadTimeoutMs: timeoutMs,
     // under added loss a first request and its resend can both be lost: wait longer before falling back to HTTP
     hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: relay ? 8 : 2, maxResends: relay ? 8 : 4 } },
+    storeDir,
   };
   const done = async () => {
     for (const c of cleanup) await c().catch(() => undefined);
@@ -146,12 +159,15 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
     }
     const electron = shellArg === 'chromium' ? null : electronBinary();
     if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it)");
-    io.stdout.write(`catp browse: ${url} (${transport}, ${link}, ${pace})\n`);
+    io.stdout.write(`catp browse: ${url} (${transport}, ${link}, ${pace}, ${storeDir === null ? 'no payload store' : `payload store ${storeDir}`})\n`);
     if (electron) {
       io.stdout.write(`catp browse: shell = Electron (${electron})\n`);
       const child = spawn(electron, [join(packageRoot(), 'dist', 'electron', 'main.js'), url], {
         stdio: 'inherit',
-        env: { ...process.env, CATP_TRANSPORT: transport, ...(effectiveRate ? { CATP_RATE: String(effectiveRate) } : {}) },
+        env: {
+          ...process.env, CATP_TRANSPORT: transport, ...(effectiveRate ? { CATP_RATE: String(effectiveRate) } : {}),
+          ...(storeDir === null ? { CATP_NO_STORE: '1' } : { CATP_STORE_DIR: storeDir }),
+        },
       });
       const code = await new Promise<number>((ok) => {
         child.once('exit', (c) => ok(c ?? 0));
@@ -214,10 +230,13 @@ async function headless(
       if (tree) writeFileSync(resolve(dumpDom), serializeDump(tree));
     }
     if (recordFile) writeFileSync(resolve(recordFile), JSON.stringify(record, null, 1));
+    const sv = record.savings;
     io.stdout.write(
       `catp browse: ${record.outcome} ${url} (${record.transport}): silent time ${record.silentTimeMs.toFixed(1)} ms, ` +
         `network floor ${record.networkFloorMs.toFixed(1)} ms, first paint ${record.firstPaintMs?.toFixed(1) ?? '-'} ms, ` +
-        `complete ${record.completeMs?.toFixed(1) ?? '-'} ms, ${record.arrivals.length} frames, ${record.updates.length} visible updates\n`,
+        `complete ${record.completeMs?.toFixed(1) ?? '-'} ms, ${record.arrivals.length} frames, ${record.updates.length} visible updates` +
+        (sv ? `; from the store: ${sv.blocksReused}/${sv.blocks} blocks, ${sv.dtdHits} DTD hits, ${sv.bytesSaved} bytes (~${sv.savedMs.toFixed(1)} ms) saved` : '') +
+        '\n',
     );
     if (record.outcome !== 'complete') io.stderr.write(`catp browse: ${record.error ?? record.outcome}\n`);
     return record.outcome === 'complete' ? 0 : 1;

@@ -6,6 +6,7 @@ import { serialize } from 'parse5';
 
 import { DhttpHost, channels, type FetchResult, type FrameRecord, type LoadResult, type StreamEvent } from '../../app';
 import type { DtdOutcome } from '../../app/dtd';
+import type { ReuseOutcome } from '../../app/block-reuse';
 import { PayloadStore, defaultStoreDir } from '../../app/payload-store';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { intOption, parse, UsageError, type Io } from '../args';
@@ -36,10 +37,12 @@ options:
       --rate BYTES_PER_S   ask the server to pace --catp / --inorder frames at this rate
       --timeline FILE      with --catp / --inorder: one JSON line per arriving frame (arrival time, frame,
                            what became displayable)
-      --store DIR          DTD payload store (default ${defaultStoreDir().replace(/^.*\/\.cache\//, '~/.cache/')}):
-                           a payload already held (same site) is not transferred again; -v shows the
-                           DTD mode chosen (latency model), the decision taken and why
-      --no-store           no payload store, no DTD
+      --store DIR          payload store (default ${defaultStoreDir().replace(/^.*\/\.cache\//, '~/.cache/')}):
+                           a payload already held (same site) is not transferred again (DTD); with --catp,
+                           the page's blocks already held are filled from it and never sent (block reuse),
+                           and its blocks are stored for the next load. -v shows the DTD mode chosen
+                           (latency model), the decision taken and why, and the blocks reused
+      --no-store           no payload store: no DTD, no block reuse
   -h, --help               show this help
 
 Exit status: 0 on a 2xx/3xx answer, 1 on an error or a 4xx/5xx answer (reported on stderr), 2 on bad usage.
@@ -92,7 +95,8 @@ export async function get(argv: string[], io: Io): Promise<number> {
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
 
   if (values.store !== undefined && values['no-store']) throw new UsageError('--store and --no-store exclude each other');
-  const store = values['no-store'] || mode !== null ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
+  // in-order mode has no blocks and streamed answers no DTD: no store there
+  const store = values['no-store'] || mode === 'inorder' ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
   const host = new DhttpHost(store ? { store } : {});
   const subscriptions: [diagnostics.Channel, (message: unknown) => void][] = [
     [channels.request, (m) => {
@@ -107,6 +111,7 @@ export async function get(argv: string[], io: Io): Promise<number> {
     [channels.fallback, (m) => log(`! falling back to plain HTTP/1.1 over TCP (${(m as { reason: string }).reason})`)],
     [channels.dropped, (m) => log(`! dropped input: ${JSON.stringify(m)}`)],
     [channels.dtd, (m) => logDtd(m as DtdOutcome, log)],
+    [channels.reuse, (m) => logReuse(m as ReuseOutcome, log)],
   ];
   for (const [ch, fn] of subscriptions) ch.subscribe(fn);
   try {
@@ -133,7 +138,7 @@ export async function get(argv: string[], io: Io): Promise<number> {
     }
     for (const [ch, fn] of subscriptions) ch.unsubscribe(fn);
     host.close();
-    await store?.flush();
+    await host.flushStore(); // a CATP page's blocks are being stored: let them land before exiting
   }
 }
 
@@ -145,6 +150,26 @@ function logDtd(o: DtdOutcome, log: (line: string) => void): void {
   log(`  dtd: ${how}; ${digest}`);
   const what = { hit: o.savedBytes > 0 || o.held ? "DON'T-BOTHER: served from the store" : 'in the store', miss: 'PROCEED / transferred', 'no-digest': 'transferred', 'not-eligible': 'not a payload', refetched: 'refetched', mismatch: 'refused' }[o.decision];
   log(`  dtd: ${o.decision} — ${what}: ${o.decisionReason}` + (o.savedBytes > 0 ? `; saved ${o.savedBytes} bytes, ~${o.savedMs.toFixed(1)} ms` : ''));
+}
+
+function logReuse(o: ReuseOutcome, log: (line: string) => void): void {
+  if (!o.asked) {
+    log(`  catp reuse: no blocks of this site in the store: nothing to reuse; the page's ${o.blocks} blocks are stored for the next load`);
+    return;
+  }
+  const rate = o.rateBytesPerSec >= 1e6 ? `${(o.rateBytesPerSec / 1e6).toFixed(2)} MB/s` : `${(o.rateBytesPerSec / 1e3).toFixed(1)} kB/s`;
+  const source = { measured: "measured from this origin's CATP frames", paced: 'the pacing rate asked for', assumed: 'assumed' }[o.rateSource];
+  log(
+    `  catp reuse: ${o.reused} of ${o.blocks} blocks filled from the store in ${o.fillMs.toFixed(1)} ms ` +
+      `(asked the server to hold its data frames; ${o.acked ? 'it acknowledged' : 'it did not acknowledge: an old server, so it sent them anyway'})`,
+  );
+  log(
+    `  catp reuse: ${o.bytesSaved} bytes not transferred (${o.reused - o.arrivedAnyway} data frames never sent), ` +
+      `~${o.savedMs.toFixed(1)} ms at ${rate} (${source})` +
+      (o.arrivedAnyway > 0 ? `; ${o.arrivedAnyway} reused blocks arrived anyway (the server's hold ran out first)` : ''),
+  );
+  if (o.crossSiteMisses > 0) log(`  catp reuse: ${o.crossSiteMisses} blocks held only for another site: not used (privacy scope)`);
+  if (o.corrupt > 0) log(`  catp reuse: ${o.corrupt} stored blocks failed verification: removed and fetched again`);
 }
 
 async function writeAnswer(result: FetchResult, output: string | undefined, io: Io, log: (line: string) => void): Promise<number> {
@@ -197,6 +222,10 @@ async function loadStream(
       mode,
       timeoutMs: opts.timeoutMs,
       onFrame,
+      // blocks filled from the store (block reuse) go into the same tree
+      onLocalFill: (events) => {
+        for (const ev of events) if (mode === 'catp') tree.apply(ev as CatpEvent);
+      },
       ...(opts.rate !== undefined ? { rateBytesPerSec: opts.rate } : {}),
     });
     if (result.kind === 'response') {

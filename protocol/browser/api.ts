@@ -77,6 +77,26 @@ export interface VisibleUpdate {
   count: number;
 }
 
+/**
+ * What the payload store saved on one load: CATP blocks filled from it instead of the network, and DTD hits
+ * (the page itself when fetched whole, its sub-resources). The time is an estimate: bytes saved divided by the
+ * rate frames arrive at from that origin (measured on its CATP loads; before any, the pacing rate asked for or
+ * 10 Mb/s), plus for DTD hits the DTD agent's own estimate (bytes / its measured bandwidth).
+ */
+export interface LoadSavings {
+  /** CATP blocks of the page, and how many were filled from the store (never requested). */
+  blocks: number;
+  blocksReused: number;
+  /** Responses answered from the store after a DTD announcement (DON'T-BOTHER). */
+  dtdHits: number;
+  /** Bytes the network did not carry: reused data frames (CATP header included) and DTD bodies. */
+  bytesSaved: number;
+  /** Estimated transfer time those bytes would have taken (ms). */
+  savedMs: number;
+  /** How the estimate was made, e.g. "21862 B / 2.33 MB/s measured from this origin's CATP frames". */
+  estimate: string;
+}
+
 /** One load's silent-time record (DESIGN.md "Silent time"). Times are epoch ms unless named *Ms. */
 export interface LoadRecord {
   version: 1;
@@ -98,6 +118,8 @@ export interface LoadRecord {
   hostCompleteMs: number | null;
   outcome: 'complete' | 'error' | 'stopped';
   error?: string;
+  /** What the payload store saved (absent when the browser runs without a store). */
+  savings?: LoadSavings;
 }
 
 /** Commands, renderer → host. */
@@ -145,6 +167,8 @@ export type BrowserEvent =
   | { type: 'frame'; loadId: number; frame: WireFrame }
   /** A whole response (dhttpt://, non-HTML, or a server that answered without streaming). */
   | { type: 'whole'; loadId: number; status: number; contentType: string; text: string; html: boolean; atEpochMs: number }
+  /** The payload store saved something on this load (sent again whenever the figures grow). */
+  | { type: 'savings'; loadId: number; savings: LoadSavings }
   | { type: 'complete'; loadId: number; atEpochMs: number; counters: Record<string, number> }
   | { type: 'error'; loadId: number; code: string; message: string; url: string }
   | { type: 'stopped'; loadId: number }

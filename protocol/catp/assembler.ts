@@ -11,7 +11,7 @@ import { CATP_ERR, REJECT, Reject } from './errors';
 import { INDEX_META_BYTES, DIGEST_BYTES, Sha256 } from './encoder';
 import { RepairReceiver, ReceiverOptions } from './repair';
 import { BLOCK_DIGEST_BYTES, DEFAULT_INDEX_LIMITS, decodeIndexBody, IndexLimits, Skeleton } from './skeleton';
-import { ByteReader, bytesEqual, decodeHeader, FRAME_KIND, FrameHeader, FrameKind, HEADER_BYTES, ID_BYTES, PAGE_ID_BYTES } from './wire';
+import { ByteReader, bytesEqual, decodeHeader, FRAME_FLAG_REUSE, FRAME_KIND, FrameHeader, FrameKind, HEADER_BYTES, ID_BYTES, PAGE_ID_BYTES } from './wire';
 
 /** One piece of text for one slot: put `text` as part `part` (of `parts`) of slot `slot`'s text node. */
 export interface SlotFill {
@@ -24,8 +24,8 @@ export interface SlotFill {
 export type CatpEvent =
   /** The index is complete and verified: build the DOM skeleton (slots are empty text nodes). */
   | { type: 'skeleton-ready'; skeleton: Skeleton; blocks: number; slots: number }
-  /** Block `block` arrived and was verified: apply every fill. */
-  | { type: 'block-filled'; block: number; fills: SlotFill[] }
+  /** Block `block` arrived (or, `local`, came from the client's own store) and was verified: apply every fill. */
+  | { type: 'block-filled'; block: number; fills: SlotFill[]; local?: boolean }
   /** Every block arrived and the page matches its digest. */
   | { type: 'page-complete'; digest: Uint8Array }
   /** The page cannot be assembled (hostile or broken server): the tree shown so far is not trustworthy. */
@@ -101,6 +101,8 @@ export abstract class AssemblerBase<E extends { type: string }> {
   protected total = 0;
   protected indexFrames = -1;
   protected ended = false;
+  /** The sender set FRAME_FLAG_REUSE (it asked for nothing: the request carried `Catp-Reuse: hold`). */
+  reuseAcked = false;
   private readonly queue: E[] = [];
   private qHead = 0;
   private readonly counts: Record<string, number> = { frames: 0, accepted: 0 };
@@ -212,6 +214,7 @@ export abstract class AssemblerBase<E extends { type: string }> {
     else if (!bytesEqual(this.requestId, h.id)) throw new Reject(REJECT.WRONG_ID);
     if (this.pageId !== null && !bytesEqual(this.pageId, h.pageId)) throw new Reject(REJECT.WRONG_PAGE);
     if (h.total > this.limits.maxFrames || h.indexFrames > this.limits.maxIndexFrames) throw new Reject(REJECT.ABSURD_COUNT);
+    if (((h.flags ?? 0) & FRAME_FLAG_REUSE) !== 0) this.reuseAcked = true;
     if (this.indexFrames < 0) {
       this.pageId = h.pageId.slice();
       this.total = h.total;
@@ -244,7 +247,11 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private held = new Map<number, Uint8Array>();
   private heldBytes = 0;
   private data: Array<Uint8Array | null> = [];
+  /** 1 for a block filled from the client's own store. */
+  private local = new Uint8Array(0);
   private filled = 0;
+  /** Blocks filled from the client's own store. */
+  localFilled = 0;
   private sk: Skeleton | null = null;
   private indexBody: Uint8Array | null = null;
   private meta: Uint8Array | null = null;
@@ -266,6 +273,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   protected init(): void {
     this.indexParts = new Array(this.indexFrames).fill(null);
     this.data = new Array(this.total - this.indexFrames).fill(null);
+    this.local = new Uint8Array(this.total - this.indexFrames);
   }
 
   protected stored(seq: number): Uint8Array | null {
@@ -362,10 +370,21 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   }
 
   private applyData(seq: number, payload: Uint8Array): void {
-    const sk = this.sk as Skeleton;
     const b = seq - this.indexFrames;
+    let fills: SlotFill[];
+    try {
+      fills = this.decodeBlock(b, payload);
+    } catch (e) {
+      this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_BLOCK);
+    }
+    this.accept(b, payload, fills, false);
+  }
+
+  /** Checks a block payload against the index (digest, piece count, UTF-8) and returns its fills. Throws Reject. */
+  private decodeBlock(b: number, payload: Uint8Array): SlotFill[] {
+    const sk = this.sk as Skeleton;
     const info = sk.blocks[b];
-    if (!bytesEqual(this.sha256(payload).subarray(0, BLOCK_DIGEST_BYTES), info.digest)) this.refuse(seq, REJECT.BLOCK_DIGEST);
+    if (!bytesEqual(this.sha256(payload).subarray(0, BLOCK_DIGEST_BYTES), info.digest)) throw new Reject(REJECT.BLOCK_DIGEST);
     const fills: SlotFill[] = [];
     try {
       const r = new ByteReader(payload, 0, REJECT.BAD_BLOCK);
@@ -380,12 +399,59 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       }
       if (r.remaining !== 0) throw new Reject(REJECT.BAD_BLOCK, 'trailing bytes');
     } catch (e) {
-      this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_BLOCK);
+      throw e instanceof Reject ? e : new Reject(REJECT.BAD_BLOCK);
     }
+    return fills;
+  }
+
+  private accept(b: number, payload: Uint8Array, fills: SlotFill[], local: boolean): void {
+    const sk = this.sk as Skeleton;
     this.data[b] = payload;
     this.filled++;
-    this.emit({ type: 'block-filled', block: b, fills });
+    if (local) {
+      this.local[b] = 1;
+      this.localFilled++;
+    }
+    this.emit(local ? { type: 'block-filled', block: b, fills, local: true } : { type: 'block-filled', block: b, fills });
     if (this.filled === sk.blocks.length) this.finish();
+  }
+
+  /**
+   * Block reuse: fill block `block` from the client's own store (the caller looked its digest up after
+   * `skeleton-ready`). Verified exactly like a data frame: a payload that does not match the index's digest,
+   * piece count or UTF-8 is refused (counted CATP_REUSE_REFUSED, the block stays missing and is fetched).
+   * Returns true when the block was filled (queueing a `block-filled` event with `local: true`).
+   */
+  fillLocal(block: number, payload: Uint8Array): boolean {
+    const sk = this.sk;
+    if (sk === null || this.ended || !(block >= 0 && block < sk.blocks.length) || this.data[block] !== null) return false;
+    let fills: SlotFill[];
+    try {
+      fills = this.decodeBlock(block, payload);
+    } catch {
+      this.count('CATP_REUSE_REFUSED');
+      return false;
+    }
+    this.receiver.holdLocal(this.indexFrames + block);
+    this.accept(block, payload.slice(), fills, true);
+    return true;
+  }
+
+  /**
+   * Block reuse: the local fill is done. Towards a sender that acknowledged reuse, the receiver's full reports
+   * become exhaustive and one goes at once, so the sender drops what is held and ends its hold.
+   * Returns whether it did (false: the sender did not acknowledge, or the transfer is over).
+   */
+  reuseReady(): boolean {
+    if (!this.reuseAcked || this.ended) return false;
+    this.receiver.reportExhaustive();
+    return true;
+  }
+
+  /** A block's verified payload once filled (for the client's store), and whether it came from the store. */
+  blockPayload(block: number): { payload: Uint8Array; local: boolean } | null {
+    const p = this.data[block];
+    return p ? { payload: p, local: this.local[block] === 1 } : null;
   }
 
   private finish(): void {

@@ -4,6 +4,8 @@ export type { CatpRejectCode } from './errors';
 export * from './wire';
 export * from './skeleton';
 export { encodePage, encodeTree, INDEX_META_BYTES, DIGEST_BYTES, INLINE_WHITESPACE_MAX } from './encoder';
+export { ReuseGate } from './reuse-gate';
+export type { ReuseOptions, ReuseStats } from './reuse-gate';
 export type { EncodeOptions, EncodedPage, Sha256 } from './encoder';
 export { CatpAssembler, DEFAULT_ASSEMBLER_LIMITS } from './assembler';
 export type { AssemblerOptions, AssemblerLimits, CatpEvent, RawEvent, RawAssemblerEvent, ReceiveResult, SlotFill } from './assembler';

@@ -20,7 +20,8 @@
  * least 1.25 × srtt). Otherwise it is still in flight: on a slow link a full frame spends a whole
  * serialization time (150 ms at 10 kB/s) on the wire, and the receiver's timer reports list it as missing
  * all that while; counting it lost caused spurious resends and rate decreases on a loss-free link.
- * The RTT comes from the report's echo of the last frame received.
+ * The RTT comes from the report's echo of the last frame received. With block reuse (option `reuse`,
+ * reuse-gate.ts) data frames wait for the client's exhaustive report, and frames it holds are never sent.
  *
  * Pacing rule (why: random loss on a wireless link should not stall the page, congestion loss must slow
  * us down, and we cannot tell them apart): once per epoch (max(smoothed RTT, minEpochMs)), if the epoch
@@ -436,7 +437,7 @@ export class RepairSender {
     if (this.finished || this.startedAt === null) return;
     this.reuse?.tick(nowMs);
     if (nowMs >= this.startedAt + this.giveUpAfterMs) this.fail(`not complete after ${this.giveUpAfterMs} ms`);
-    else if (!this.hasWork() && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
+    else if (!this.hasWork() && !this.reuse?.holding && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
 
   nextTimerAt(): number | null {

@@ -9,7 +9,7 @@
  *    8   1   magic 0xCA
  *    9   1   version (1)
  *   10   1   kind: 1 index, 2 data, 3 raw (in-order mode)
- *   11   1   flags (reserved, must be 0)
+ *   11   1   flags: bit 0 REUSE (the sender honours exhaustive reports: see below); others reserved, 0
  *   12   8   page id = first 8 bytes of the page digest (detects frames of another page / version)
  *   20   4   seq: frame number, 0 <= seq < total (index frames first, then one data frame per block)
  *   24   4   total: number of frames of the page
@@ -38,9 +38,20 @@ export const MAX_FRAME_PAYLOAD = MAX_DATAGRAM_PAYLOAD - HEADER_BYTES;
 /** Hard cap on frames per page (frame numbers are u32 on the wire; this keeps state bounded). */
 export const MAX_FRAMES = 1 << 20;
 
+/**
+ * Frame flag bit 0: "this sender drops the data frames an exhaustive report marks as held" (block reuse).
+ * A server sets it on every frame of a session whose request carried `Catp-Reuse: hold`, and only then, so a
+ * client that never asked (an old one rejects any flag bit) never sees it; a client sends exhaustive reports
+ * only to a sender that set it (an old server rejects the report flag).
+ */
+export const FRAME_FLAG_REUSE = 1;
+const FRAME_FLAGS_KNOWN = FRAME_FLAG_REUSE;
+
 export interface FrameHeader {
   id: Uint8Array;
   kind: FrameKind;
+  /** Frame flags (FRAME_FLAG_REUSE); 0 when absent. */
+  flags?: number;
   pageId: Uint8Array;
   seq: number;
   total: number;
@@ -52,7 +63,7 @@ export function writeHeader(out: Uint8Array, h: FrameHeader): void {
   out[8] = CATP_MAGIC;
   out[9] = CATP_VERSION;
   out[10] = h.kind;
-  out[11] = 0;
+  out[11] = (h.flags ?? 0) & FRAME_FLAGS_KNOWN;
   out.set(h.pageId.subarray(0, PAGE_ID_BYTES), 12);
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   dv.setUint32(20, h.seq);
@@ -87,7 +98,7 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
   if (b[9] !== CATP_VERSION) throw new Reject(REJECT.BAD_VERSION);
   const kind = b[10];
   if (kind !== FRAME_KIND.INDEX && kind !== FRAME_KIND.DATA && kind !== FRAME_KIND.RAW) throw new Reject(REJECT.WRONG_KIND);
-  if (b[11] !== 0) throw new Reject(REJECT.BAD_FLAGS);
+  if ((b[11] & ~FRAME_FLAGS_KNOWN) !== 0) throw new Reject(REJECT.BAD_FLAGS);
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const seq = dv.getUint32(20);
   const total = dv.getUint32(24);
@@ -103,6 +114,7 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
   return {
     id: b.subarray(0, ID_BYTES),
     kind: kind as FrameKind,
+    flags: b[11],
     pageId: b.subarray(12, 12 + PAGE_ID_BYTES),
     seq,
     total,
@@ -121,7 +133,9 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
  *   11   1   magic 0xCA
  *   12   1   version
  *   13   1   kind 4 (report)
- *   14   1   report flags: bit 0 complete (all frames held), bit 1 ranges truncated; others 0
+ *   14   1   report flags: bit 0 complete (all frames held), bit 1 ranges truncated, bit 2 exhaustive
+ *            (every frame of [0, coverEnd) not listed is held, so the sender need never send it; coverEnd =
+ *            total, or the end of the last range listed when bit 1 is set); others 0
  *   15   8   page id (zeros while the client has not seen any frame)
  *   23   4   report number (increases by one per report; the sender ignores older ones)
  *   27   4   total frames as the client knows it (0 = unknown)
@@ -135,6 +149,9 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
 export const REPORT_HEADER_BYTES = 43;
 export const REPORT_FLAG_COMPLETE = 1;
 export const REPORT_FLAG_TRUNCATED = 2;
+/** Block reuse: the missing list is exhaustive (see the layout above). Needs total and page id known. */
+export const REPORT_FLAG_EXHAUSTIVE = 4;
+const REPORT_FLAGS_KNOWN = REPORT_FLAG_COMPLETE | REPORT_FLAG_TRUNCATED | REPORT_FLAG_EXHAUSTIVE;
 export const NO_ECHO = 0xffffffff;
 
 export interface Report {
@@ -142,6 +159,11 @@ export interface Report {
   otherPort: number;
   complete: boolean;
   truncated: boolean;
+  /**
+   * Every frame of [0, coverEnd) that `missing` does not list is held by the client (received, or filled
+   * from its own store): the sender drops it. coverEnd = total, or the last range's end when truncated.
+   */
+  exhaustive?: boolean;
   pageId: Uint8Array;
   reportNo: number;
   total: number;
@@ -182,7 +204,8 @@ export function encodeReport(r: Report): Uint8Array {
     prevEnd = e;
     count++;
   }
-  out[14] = (r.complete ? REPORT_FLAG_COMPLETE : 0) | (truncated ? REPORT_FLAG_TRUNCATED : 0);
+  if (r.exhaustive === true && (r.total === 0 || r.complete)) throw new RangeError('an exhaustive report needs the total and is never complete');
+  out[14] = (r.complete ? REPORT_FLAG_COMPLETE : 0) | (truncated ? REPORT_FLAG_TRUNCATED : 0) | (r.exhaustive === true ? REPORT_FLAG_EXHAUSTIVE : 0);
   dv.setUint16(41, count);
   return out.slice(0, w.pos);
 }
@@ -194,10 +217,17 @@ export function decodeReport(b: Uint8Array): Report {
   if (b[11] !== CATP_MAGIC) throw new Reject(REJECT.BAD_MAGIC);
   if (b[12] !== CATP_VERSION) throw new Reject(REJECT.BAD_VERSION);
   if (b[13] !== FRAME_KIND.REPORT) throw new Reject(REJECT.WRONG_KIND);
-  if (b[10] !== 0 || (b[14] & ~3) !== 0) throw new Reject(REJECT.BAD_FLAGS);
+  if (b[10] !== 0 || (b[14] & ~REPORT_FLAGS_KNOWN) !== 0) throw new Reject(REJECT.BAD_FLAGS);
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const total = dv.getUint32(27);
   if (total > MAX_FRAMES) throw new Reject(REJECT.ABSURD_COUNT);
+  const exhaustive = (b[14] & REPORT_FLAG_EXHAUSTIVE) !== 0;
+  if (exhaustive) {
+    // "Everything not listed is held" over an unknown page, or beside "complete", would let one bad report
+    // silence a whole transfer: refused.
+    if (total === 0 || (b[14] & REPORT_FLAG_COMPLETE) !== 0) throw new Reject(REJECT.BAD_REPORT, 'exhaustive without a total, or complete');
+    if (b.subarray(15, 15 + PAGE_ID_BYTES).every((x) => x === 0)) throw new Reject(REJECT.BAD_REPORT, 'exhaustive without a page id');
+  }
   const count = dv.getUint16(41);
   const r = new ByteReader(b, REPORT_HEADER_BYTES);
   const missing: Array<[number, number]> = [];
@@ -215,6 +245,7 @@ export function decodeReport(b: Uint8Array): Report {
     otherPort: dv.getUint16(8),
     complete: (b[14] & REPORT_FLAG_COMPLETE) !== 0,
     truncated: (b[14] & REPORT_FLAG_TRUNCATED) !== 0,
+    exhaustive,
     pageId: b.subarray(15, 15 + PAGE_ID_BYTES),
     reportNo: dv.getUint32(23),
     total,

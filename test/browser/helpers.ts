@@ -73,6 +73,9 @@ export interface ProbeState {
   updates: number;
   record: LoadRecord | null;
   hudSilent: string;
+  hudReuse: string;
+  hudSaved: string;
+  savings: LoadRecord['savings'] | null;
 }
 
 export interface RigOptions {
@@ -85,6 +88,8 @@ export interface RigOptions {
   extraFiles?: Record<string, string>;
   width?: number;
   height?: number;
+  /** Payload store directory (DTD, CATP block reuse); default none, so loads never depend on earlier runs. */
+  storeDir?: string;
 }
 
 export async function startRig(o: RigOptions = {}): Promise<Rig> {
@@ -103,6 +108,7 @@ export async function startRig(o: RigOptions = {}): Promise<Rig> {
     shell: 'test-headless',
     ...(o.rate ? { rateBytesPerSec: o.rate } : {}),
     loadTimeoutMs: 45_000,
+    storeDir: o.storeDir ?? null,
     hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: o.loss ? 8 : 2, maxResends: 8 } },
   });
   const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900 });

@@ -124,7 +124,7 @@ test('catp get --catp --timeline writes parse5\'s serialization and one JSON lin
     toServer: (_d, i) => (i > 0 && rand() < 0.2 ? 'drop' : 'pass'),
     toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),
   });
-  const child = spawn(process.execPath, [cli, 'get', '--catp', '-v', '--timeline', timeline, '-o', out,
+  const child = spawn(process.execPath, [cli, 'get', '--catp', '--no-store', '-v', '--timeline', timeline, '-o', out,
     `dhttp://127.0.0.1:${own.port}/article.html`], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));

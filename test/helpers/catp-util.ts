@@ -72,6 +72,8 @@ export interface PipeOptions {
    * (FIFO, unbounded queue) before the propagation delay, as on a slow link. Default: none.
    */
   downBytesPerMs?: number;
+  /** Called with every client event as it is drained (e.g. block reuse fills from a store on skeleton-ready). */
+  onEvent?: (e: CatpEvent | RawAssemblerEvent, now: number) => void;
 }
 
 export interface PipeResult<E> {
@@ -127,6 +129,7 @@ export function runPipe<E extends { type: string }>(
         for (let e = client.nextEvent(); e; e = client.nextEvent()) {
           events.push({ at: now, e: e as unknown as E });
           if (e.type === 'page-complete' && completeAt === null) completeAt = now;
+          o.onEvent?.(e, now);
         }
       } else sender.receiveReport(m.bytes, now);
     }
@@ -134,7 +137,11 @@ export function runPipe<E extends { type: string }>(
       reports++;
       send('up', rep);
     }
-    for (let e = client.nextEvent(); e; e = client.nextEvent()) events.push({ at: now, e: e as unknown as E });
+    for (let e = client.nextEvent(); e; e = client.nextEvent()) {
+      events.push({ at: now, e: e as unknown as E });
+      if (e.type === 'page-complete' && completeAt === null) completeAt = now;
+      o.onEvent?.(e, now);
+    }
     if (client.finished && (sender.finished || inflight.length === 0) && client.nextTimerAt() === null) break;
     if (sender.finished && client.finished) break;
     const cands = [sender.nextTimerAt(), client.nextTimerAt(), inflight.length > 0 ? inflight[0].at : null].filter(

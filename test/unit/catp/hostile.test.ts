@@ -95,9 +95,12 @@ describe('hostile frames', () => {
     expectRefused([dk], REJECT.WRONG_KIND);
     const raw = encodeFrame({ id: new Uint8Array(8), kind: FRAME_KIND.RAW, pageId: page.pageId, seq: 0, total: 1, indexFrames: 0 }, new Uint8Array(40));
     expectRefused([raw], REJECT.WRONG_KIND);
-    const fl = f0.slice();
-    fl[11] = 1;
-    expectRefused([fl], REJECT.BAD_FLAGS);
+    // bit 0 is FRAME_FLAG_REUSE (block reuse); every other flag bit is still refused
+    for (const bits of [2, 4, 0x80, 0xfe]) {
+      const fl = f0.slice();
+      fl[11] = bits;
+      expectRefused([fl], REJECT.BAD_FLAGS);
+    }
   });
 
   test('wrong page, wrong request id, inconsistent header, out-of-range numbers, absurd counts', () => {
