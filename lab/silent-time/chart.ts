@@ -26,7 +26,9 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
   const pw = 420;
   const ph = 300;
   const m = { l: 64, r: 16, t: 48, b: 56 };
-  const W = pages.length * (pw + m.l + m.r);
+  const FLOOR_LABEL = 'network floor (same loads)';
+  const legendWidth = transports.reduce((w, t) => w + 40 + t.length * 8, 0) + 30 + FLOOR_LABEL.length * 7;
+  const W = Math.max(pages.length * (pw + m.l + m.r), m.l + legendWidth + m.r);
   const H = ph + m.t + m.b + 28;
   const xMax = Math.max(...losses, 0.01);
   const yMax = niceMax(Math.max(...rows.flatMap((r) => [r.silentMean, r.floorMean]).filter(Number.isFinite), 1));
@@ -70,7 +72,7 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
     parts.push(`<text x="${lx + 30}" y="${ly}">${esc(t)}</text>`);
     lx += 40 + t.length * 8;
   }
-  parts.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="#333" stroke-width="2" stroke-dasharray="6 4"/><text x="${lx + 30}" y="${ly}">network floor (same loads)</text>`);
+  parts.push(`<line x1="${lx}" x2="${lx + 24}" y1="${ly - 4}" y2="${ly - 4}" stroke="#333" stroke-width="2" stroke-dasharray="6 4"/><text x="${lx + 30}" y="${ly}">${FLOOR_LABEL}</text>`);
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }
