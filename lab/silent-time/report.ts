@@ -29,6 +29,8 @@ export interface SummaryRow {
   excessMean: number;
   /** largest distance of any load in the group from a compositor update to the nearest renderer paint marker (NaN: no markers) */
   crossCheckMax: number;
+  /** mean over loads of the silent time the renderer's paint markers alone give (our browser; NaN for chromium) */
+  markerSilentMean: number;
 }
 
 const nums = (xs: Array<number | null | undefined>): number[] => xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
@@ -64,6 +66,7 @@ export function summarize(results: readonly LoadResult[]): SummaryRow[] {
       samplingMax: sampling.length ? Math.max(...sampling) : NaN,
       excessMean: mean(nums(ok.map((r) => (r.silentMs !== null && r.floorMs !== null ? r.silentMs - r.floorMs : null)))),
       crossCheckMax: cross.length ? Math.max(...cross) : NaN,
+      markerSilentMean: mean(col((r) => r.markerSilentMs)),
     });
   }
   return rows;
@@ -73,11 +76,11 @@ const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) :
 
 /** A fixed-width text table (ms). */
 export function formatTable(rows: readonly SummaryRow[]): string {
-  const head = ['page', 'transport', 'loss', 'n', 'silent mean', 'silent p95', 'floor mean', 'floor p95', 'D/(1-p)', 'complete mean', 'complete p95', 'first paint mean', 'first paint p95', '±sample', 'Δmarker'];
+  const head = ['page', 'transport', 'loss', 'n', 'silent mean', 'silent p95', 'floor mean', 'floor p95', 'D/(1-p)', 'complete mean', 'complete p95', 'first paint mean', 'first paint p95', '±sample', 'Δmarker', 'silent (markers)'];
   const body = rows.map((r) => [
     r.page, r.transport, `${fmt(r.loss * 100, r.loss * 100 % 1 ? 1 : 0)}%`, r.failed ? `${r.loads}(+${r.failed} failed)` : String(r.loads),
     fmt(r.silentMean), fmt(r.silentP95), fmt(r.floorMean), fmt(r.floorP95), fmt(r.expectedMean), fmt(r.completionMean), fmt(r.completionP95),
-    fmt(r.firstPaintMean), fmt(r.firstPaintP95), fmt(r.samplingMax), fmt(r.crossCheckMax),
+    fmt(r.firstPaintMean), fmt(r.firstPaintP95), fmt(r.samplingMax), fmt(r.crossCheckMax), fmt(r.markerSilentMean),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
@@ -87,7 +90,8 @@ export function formatTable(rows: readonly SummaryRow[]): string {
   out.push('', 'times in ms after the request; silent = longest gap between visible updates (the first from the request);',
     'floor = longest gap between useful packet arrivals; D/(1-p) with D the mean gap between useful arrivals;',
     '±sample = the largest sampling interval of the frame capture in the group (error bound of every time);',
-    'Δmarker = cross-check of our browser: the largest distance from a compositor update to the nearest paint marker of the renderer.');
+    'Δmarker = cross-check of our browser: the largest distance from a compositor update to the nearest paint marker of the renderer;',
+    'silent (markers) = mean silent time from the renderer\'s paint markers alone (our browser), beside the compositor\'s.');
   return out.join('\n') + '\n';
 }
 
@@ -98,7 +102,7 @@ function csvCell(v: unknown): string {
 
 export const CSV_COLUMNS: Array<keyof SummaryRow> = [
   'page', 'pageBytes', 'transport', 'loss', 'loads', 'failed', 'silentMean', 'silentP95', 'floorMean', 'floorP95', 'expectedMean',
-  'meanGapMean', 'completionMean', 'completionP95', 'firstPaintMean', 'firstPaintP95', 'samplingMax', 'excessMean', 'crossCheckMax',
+  'meanGapMean', 'completionMean', 'completionP95', 'firstPaintMean', 'firstPaintP95', 'samplingMax', 'excessMean', 'crossCheckMax', 'markerSilentMean',
 ];
 
 export function formatCsv(rows: readonly SummaryRow[]): string {
