@@ -8,8 +8,11 @@ import { join } from 'node:path';
 
 export const CHROMIUM_PATH = process.env.CATP_CHROMIUM ?? '/usr/bin/chromium';
 
-/** Flags every launch uses: no background traffic, no QUIC, no first-run UI; as root, no sandbox. */
-export function chromiumFlags(): string[] {
+/**
+ * Flags every launch uses: no background traffic, no QUIC, no first-run UI; as root, no sandbox.
+ * `disableFeatures` adds to the features turned off (the lab's measuring browser turns off more).
+ */
+export function chromiumFlags(disableFeatures: readonly string[] = []): string[] {
   const flags = [
     '--disable-background-networking',
     '--disable-component-update',
@@ -17,7 +20,7 @@ export function chromiumFlags(): string[] {
     '--no-first-run',
     '--no-default-browser-check',
     '--disable-quic',
-    '--disable-features=Translate,MediaRouter,OptimizationHints',
+    `--disable-features=${['Translate', 'MediaRouter', 'OptimizationHints', ...disableFeatures].join(',')}`,
     '--password-store=basic',
     '--use-mock-keychain',
   ];

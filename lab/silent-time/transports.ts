@@ -20,7 +20,7 @@ import { type Link } from '../link';
 import { catpCommand } from './origin';
 import { type FrameChange } from './frames';
 import { type PageFramesFile } from './page-frames';
-import { analyzeUpdates, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
+import { analyzeUpdates, CHROMIUM, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
 
 export interface LoadContext {
   link: Link;
@@ -72,7 +72,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const chromiumTransport: Transport = {
   name: 'chromium',
   async unavailable() {
-    const exe = process.env.CATP_CHROMIUM ?? '/usr/bin/chromium';
+    const exe = CHROMIUM;
     return fs.existsSync(exe) ? null : `Chromium not found at ${exe}`;
   },
   async load(ctx) {

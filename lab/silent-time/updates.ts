@@ -30,26 +30,16 @@ import * as path from 'node:path';
 import type { Browser, BrowserContext, CDPSession, Page } from 'playwright-core';
 import { PNG } from 'pngjs';
 
+import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { type Link } from '../link';
 import { frameChanges, type CapturedFrame, type FrameChange, type Rect } from './frames';
 import { longestGap } from './stats';
 
-export const CHROMIUM = process.env.CATP_CHROMIUM ?? '/usr/bin/chromium';
+export const CHROMIUM = CHROMIUM_PATH;
 
+/** app/browser's launch flags, with the ACCEPT_CH frame feature off as well for the measured browser. */
 export function chromiumArgs(): string[] {
-  const a = [
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    '--no-first-run',
-    '--no-default-browser-check',
-    '--disable-quic',
-    '--disable-features=Translate,MediaRouter,OptimizationHints,AcceptCHFrame',
-    '--password-store=basic',
-    '--use-mock-keychain',
-  ];
-  if (typeof process.getuid === 'function' && process.getuid() === 0) a.push('--no-sandbox');
-  return a;
+  return chromiumFlags(['AcceptCHFrame']);
 }
 
 /** The heartbeat (see above): never changes a pixel, keeps the compositor producing frames. */

@@ -235,18 +235,7 @@ export function encodeTree(root: DefaultTreeAdapterMap['document'] | DefaultTree
       }
       let n = Math.min(left, space);
       if (n < left) {
-        // Cut at a UTF-8 sequence boundary (a surrogate pair is one 4-byte sequence, never split);
-        // prefer just after a space or newline in the last 32 bytes.
-        let k = n;
-        while (k > 0 && (bytes[off + k] & 0xc0) === 0x80) k--;
-        for (let j = k; j > k - 32 && j > 1; j--) {
-          const c = bytes[off + j - 1];
-          if (c === 0x20 || c === 0x0a) {
-            k = j;
-            break;
-          }
-        }
-        n = k;
+        n = forcedCut(bytes, off, n);
         if (n === 0) {
           closeBlock();
           continue;
@@ -322,6 +311,21 @@ export function encodeTree(root: DefaultTreeAdapterMap['document'] | DefaultTree
     dataTextBytes,
     skeleton: sk,
   };
+}
+
+/**
+ * Where to cut `bytes[off..]` when at most `n` bytes fit: at a UTF-8 sequence boundary (a surrogate pair is
+ * one 4-byte sequence, never split), preferably just after a space or newline in the last 32 bytes. Returns
+ * the length to take (0 when no boundary fits).
+ */
+function forcedCut(bytes: Uint8Array, off: number, n: number): number {
+  let k = n;
+  while (k > 0 && (bytes[off + k] & 0xc0) === 0x80) k--;
+  for (let j = k; j > k - 32 && j > 1; j--) {
+    const c = bytes[off + j - 1];
+    if (c === 0x20 || c === 0x0a) return j;
+  }
+  return k;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,16 +421,8 @@ function cutContent(slots: readonly Uint8Array[], budget: number, sink: CutSink)
         if (sink.used() >= minFill && h < slotThreshold) close();
         break;
       }
-      // The frame is full without a content-defined point: cut on a UTF-8 boundary, after a space if near.
-      let k = limit - off;
-      while (k > 0 && (bytes[off + k] & 0xc0) === 0x80) k--;
-      for (let j = k; j > k - 32 && j > 1; j--) {
-        const c = bytes[off + j - 1];
-        if (c === 0x20 || c === 0x0a) {
-          k = j;
-          break;
-        }
-      }
+      // The frame is full without a content-defined point.
+      const k = forcedCut(bytes, off, limit - off);
       if (k === 0) {
         close();
         continue;
