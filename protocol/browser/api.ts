@@ -4,7 +4,7 @@
 //
 // It lives in protocol/ (pure types, constants and a validator, no IO) so that both sides may import it: the
 // renderer as types only; `isCommand` below is the host's gate for untrusted command objects.
-import type { CatpAttr, DocumentMode } from '../catp/skeleton';
+import type { CatpAttr, DocumentMode } from '../catp/index-piece';
 
 /** How a page is fetched and painted. */
 export type Transport =
@@ -35,6 +35,41 @@ export interface WireSkeleton {
   slotCount: number;
   blockCount: number;
 }
+
+/**
+ * DOM operations, host → renderer, as one flat array of numbers and strings (compact to carry and to parse: no
+ * per-node objects). The host's tree builder (protocol/catp/tree.ts) decides everything — where each node goes,
+ * provisional ancestors, placeholders; the renderer only applies the operations, in order. Handles are positive
+ * integers the host assigns; handle 0 is the page's document. Layouts (`…` = repeated):
+ *
+ *   RESET        0, mode (0 no-quirks, 1 quirks, 2 limited-quirks), fragment (0|1)   empty the document
+ *   ELEMENT      1, h, tag, ns, attrCount, (name, value, attrNs, prefix) × attrCount  create (detached)
+ *   TEXT         2, h, value
+ *   COMMENT      3, h, data
+ *   DOCTYPE      4, h, name, publicId, systemId
+ *   CONTENT      5, h, template                  h names the template element's content fragment
+ *   PLACEHOLDER  6, h, kind (0 slot text, 1 index piece), label   a <catp-missing> element
+ *   INSERT       7, parent, h, before            insert h into parent before `before` (0: append)
+ *   REMOVE       8, h                            detach h (and forget it)
+ *   SET_TEXT     9, h, value
+ *   SET_ATTRS   10, h, attrCount, (name, value, attrNs, prefix) × attrCount   (a provisional element's attributes)
+ *
+ * `ns` is 0 html, 1 svg, 2 mathml, or the namespace URI as a string; `attrNs` and `prefix` are '' for none.
+ */
+export type DomOps = Array<number | string>;
+export const DOM_OP = {
+  RESET: 0,
+  ELEMENT: 1,
+  TEXT: 2,
+  COMMENT: 3,
+  DOCTYPE: 4,
+  CONTENT: 5,
+  PLACEHOLDER: 6,
+  INSERT: 7,
+  REMOVE: 8,
+  SET_TEXT: 9,
+  SET_ATTRS: 10,
+} as const;
 
 export interface WireFill {
   slot: number;
@@ -157,10 +192,11 @@ export type BrowserEvent =
       viewUrl: string;
       history: HistoryState;
     }
-  /** The index is complete: build the page's tree now (slots empty, placeholders shown). */
-  | { type: 'skeleton'; loadId: number; skeleton: WireSkeleton }
-  /** One verified block: apply its fills. */
-  | { type: 'block-filled'; loadId: number; block: number; fills: WireFill[] }
+  /**
+   * CATP: part of the page's tree, as DOM operations (see DomOps). `pieces` index pieces and `blocks` data blocks
+   * became displayable with it (what the paint that shows it counts as a visible update).
+   */
+  | { type: 'dom'; loadId: number; ops: DomOps; pieces: number; blocks: number }
   /** In-order text (inorder / tcp): the next decoded characters of the page. */
   | { type: 'text'; loadId: number; text: string; offset: number; total: number | null }
   /** The record of one arriving frame (after the content events it caused, if any). */

@@ -8,12 +8,13 @@
  * (up to `maxHeldBytes`) and applied when it is complete. Memory is bounded by the limits.
  */
 import { CATP_ERR, REJECT, Reject } from './errors';
-import { INDEX_META_BYTES, DIGEST_BYTES, Sha256 } from './encoder';
+import { CHECK_BYTES, DIGEST_BYTES, Sha256 } from './encoder';
+import { BLOCK_DIGEST_BYTES, BlockInfo, DEFAULT_INDEX_LIMITS, decodeIndexPiece, IndexLimits, IndexPiece, PAGE_DIGEST_BYTES, SlotRef, STREAMS } from './index-piece';
+import { FrameCodec, MAX_DECODED_PAYLOAD, unpackPayload } from './payload-codec';
 import { RepairReceiver, ReceiverOptions } from './repair';
-import { BLOCK_DIGEST_BYTES, DEFAULT_INDEX_LIMITS, decodeIndexBody, IndexLimits, Skeleton } from './skeleton';
 import { ByteReader, bytesEqual, decodeHeader, FRAME_FLAG_REUSE, FRAME_KIND, FrameHeader, FrameKind, HEADER_BYTES, ID_BYTES, PAGE_ID_BYTES } from './wire';
 
-/** One piece of text for one slot: put `text` as part `part` (of `parts`) of slot `slot`'s text node. */
+/** One piece of content for one slot: put `text` as part `part` (of `parts`) of slot `slot`. */
 export interface SlotFill {
   slot: number;
   part: number;
@@ -22,9 +23,17 @@ export interface SlotFill {
 }
 
 export type CatpEvent =
-  /** The index is complete and verified: build the DOM skeleton (slots are empty text nodes). */
-  | { type: 'skeleton-ready'; skeleton: Skeleton; blocks: number; slots: number }
-  /** Block `block` arrived (or, `local`, came from the client's own store) and was verified: apply every fill. */
+  /**
+   * An index frame arrived and checked out: add its piece of the tree now (under provisional ancestors where
+   * theirs are not here yet). `fills` are slot contents that arrived before the piece that holds their slots.
+   */
+  | { type: 'index-piece'; piece: IndexPiece; fills: SlotFill[] }
+  /** Every index frame is here: every block's digest is known (block reuse looks them up now). */
+  | { type: 'index-complete'; blocks: number; slots: number }
+  /**
+   * Block `block` arrived (or, `local`, came from the client's own store) and was verified: apply every fill.
+   * Pieces of it whose slots are in an index frame not yet here follow with that frame's `index-piece`.
+   */
   | { type: 'block-filled'; block: number; fills: SlotFill[]; local?: boolean }
   /** Every block arrived and the page matches its digest. */
   | { type: 'page-complete'; digest: Uint8Array }
@@ -55,10 +64,8 @@ export interface AssemblerLimits extends IndexLimits {
   maxFrames: number;
   /** Most index frames (default 8192). */
   maxIndexFrames: number;
-  /** Data frames held before the index is complete, in payload bytes (default 4 MiB). */
+  /** Data frames held before the index frame that describes them, in payload bytes (default 4 MiB). */
   maxHeldBytes: number;
-  /** Index digest failures tolerated (each drops the index and asks again) before giving up (default 3). */
-  maxIndexFailures: number;
 }
 
 export const DEFAULT_ASSEMBLER_LIMITS: AssemblerLimits = {
@@ -66,11 +73,12 @@ export const DEFAULT_ASSEMBLER_LIMITS: AssemblerLimits = {
   maxFrames: 16384,
   maxIndexFrames: 8192,
   maxHeldBytes: 4 << 20,
-  maxIndexFailures: 3,
 };
 
 export interface AssemblerOptions {
   sha256: Sha256;
+  /** Decompresses frames the sender compressed (payload-codec.ts); without one, compressed frames are refused. */
+  codec?: FrameCodec;
   /** Accept only frames with this request ID (default: the first frame's). */
   requestId?: Uint8Array;
   /** Accept only this page id (first 8 bytes of the page digest), if known in advance. */
@@ -240,61 +248,138 @@ export abstract class AssemblerBase<E extends { type: string }> {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+const KIND_INDEX = 1;
+const KIND_DATA = 2;
+
+/** What the assembler knows of a node: what it is, its parent, and whether its own piece is here yet. */
+interface NodeRec {
+  parent: number;
+  /** 'e|ns|tag' for an element, 'c' for template content, 'x' for anything else. */
+  key: string;
+  real: boolean;
+}
+
+/** Slots of one stream, by piece number: sorted, non-overlapping [firstPiece, firstPiece + parts). */
+interface SlotSpan {
+  firstPiece: number;
+  parts: number;
+  slot: number;
+}
+
+/** Index of the last span starting at or before `piece`, or -1. */
+function spanAt(spans: readonly { firstPiece: number }[], piece: number): number {
+  let lo = 0;
+  let hi = spans.length - 1;
+  let at = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (spans[mid].firstPiece <= piece) {
+      at = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return at;
+}
+
+/** True when [first, first+count) overlaps a span of the sorted list (spans have firstPiece and a length). */
+function overlaps(spans: ReadonlyArray<{ firstPiece: number; parts: number }>, first: number, count: number): boolean {
+  const i = spanAt(spans, first + count - 1);
+  return i >= 0 && spans[i].firstPiece + spans[i].parts > first;
+}
+
+function insertSorted<T extends { firstPiece: number }>(spans: T[], s: T): void {
+  const i = spanAt(spans, s.firstPiece);
+  spans.splice(i + 1, 0, s);
+}
+
+const nodeKey = (kind: string, tagName = '', namespace = ''): string => (kind === 'element' ? `e|${namespace}|${tagName}` : kind === 'content' ? 'c' : 'x');
+
 export class CatpAssembler extends AssemblerBase<CatpEvent> {
-  private indexParts: Array<Uint8Array | null> = [];
-  private indexHave = 0;
-  private indexFailures = 0;
-  private held = new Map<number, Uint8Array>();
+  private readonly codec: FrameCodec | undefined;
+  /** Accepted frames' payloads by seq (duplicate detection), and what kind each turned out to be. */
+  private raw: Array<Uint8Array | null> = [];
+  private seqKind = new Uint8Array(0);
+  private pieces: Array<IndexPiece | null> = [];
+  private bodies: Array<Uint8Array | null> = [];
+  private piecesHave = 0;
+  private fragment: boolean | null = null;
+  private mode: IndexPiece['mode'] | null = null;
+  private pageDigest: Uint8Array | null = null;
+  private readonly nodes = new Map<number, NodeRec>();
+  private provisional = 0;
+  private readonly slotSpans: SlotSpan[][] = [[], [], []];
+  private readonly blockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
+  private slotParts = 0;
+  private slots = 0;
+  private blockPieces = 0;
+  private infos: Array<BlockInfo | null> = [];
+  private readonly blockOfSeq = new Map<number, number>();
+  /** Data frames whose block is not described yet (by seq; payload in `raw`). */
+  private readonly held = new Set<number>();
   private heldBytes = 0;
   private data: Array<Uint8Array | null> = [];
+  /** Verified pieces whose slot's index frame is not here yet: per stream, piece -> text. */
+  private readonly pending: Array<Map<number, string>> = [new Map(), new Map(), new Map()];
   /** 1 for a block filled from the client's own store. */
   private local = new Uint8Array(0);
   private filled = 0;
   /** Blocks filled from the client's own store. */
   localFilled = 0;
-  private sk: Skeleton | null = null;
-  private indexBody: Uint8Array | null = null;
-  private meta: Uint8Array | null = null;
 
   constructor(opts: AssemblerOptions) {
     super(opts, [FRAME_KIND.INDEX, FRAME_KIND.DATA]);
+    this.codec = opts.codec;
   }
 
-  /** The verified skeleton, once the index is complete. */
-  get skeleton(): Skeleton | null {
-    return this.sk;
+  /** Blocks filled so far / in total (total is -1 until the first frame); whether every index frame is here. */
+  progress(): { blocksFilled: number; blocks: number; indexReady: boolean; indexPieces: number; indexFrames: number } {
+    return {
+      blocksFilled: this.filled,
+      blocks: this.indexFrames < 0 ? -1 : this.total - this.indexFrames,
+      indexReady: this.indexFrames > 0 && this.piecesHave === this.indexFrames,
+      indexPieces: this.piecesHave,
+      indexFrames: Math.max(0, this.indexFrames),
+    };
   }
 
-  /** Blocks filled so far / in total (total is -1 until the first frame). */
-  progress(): { blocksFilled: number; blocks: number; indexReady: boolean } {
-    return { blocksFilled: this.filled, blocks: this.indexFrames < 0 ? -1 : this.total - this.indexFrames, indexReady: this.sk !== null };
+  /** What the index says of block `block` (its digest, stream, frame number), once its index frame is here. */
+  blockInfo(block: number): BlockInfo | null {
+    return this.infos[block] ?? null;
   }
 
   protected init(): void {
-    this.indexParts = new Array(this.indexFrames).fill(null);
-    this.data = new Array(this.total - this.indexFrames).fill(null);
-    this.local = new Uint8Array(this.total - this.indexFrames);
+    const blocks = this.total - this.indexFrames;
+    this.raw = new Array(this.total).fill(null);
+    this.seqKind = new Uint8Array(this.total);
+    this.pieces = new Array(this.indexFrames).fill(null);
+    this.bodies = new Array(this.indexFrames).fill(null);
+    this.infos = new Array(blocks).fill(null);
+    this.data = new Array(blocks).fill(null);
+    this.local = new Uint8Array(blocks);
   }
 
   protected stored(seq: number): Uint8Array | null {
-    if (seq < this.indexFrames) return this.indexParts[seq];
-    return this.data[seq - this.indexFrames] ?? this.held.get(seq) ?? null;
+    return this.raw[seq] ?? null;
   }
 
   protected take(h: FrameHeader, payload: Uint8Array): void {
     if (h.kind === FRAME_KIND.INDEX) {
-      if (h.seq === 0 && payload.length < INDEX_META_BYTES) this.refuse(h.seq, REJECT.TRUNCATED, 'index frame 0 meta');
-      this.indexParts[h.seq] = payload;
-      if (++this.indexHave === this.indexFrames) this.indexComplete();
+      if (this.blockOfSeq.has(h.seq)) this.refuse(h.seq, REJECT.INDEX_CONFLICT, 'an index frame where the index puts a block');
+      this.takeIndex(h.seq, payload);
       return;
     }
-    if (this.sk === null) {
+    const b = this.blockOfSeq.get(h.seq);
+    if (b === undefined) {
       if (this.heldBytes + payload.length > this.limits.maxHeldBytes) this.refuse(h.seq, REJECT.HOLD_FULL);
-      this.held.set(h.seq, payload);
+      this.raw[h.seq] = payload;
+      this.seqKind[h.seq] = KIND_DATA;
+      this.held.add(h.seq);
       this.heldBytes += payload.length;
       return;
     }
-    this.applyData(h.seq, payload);
+    this.raw[h.seq] = payload;
+    this.seqKind[h.seq] = KIND_DATA;
+    this.applyData(h.seq, b, payload);
   }
 
   private corrupt(code: string, message: string): void {
@@ -303,109 +388,212 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     this.emit({ type: 'page-corrupt', code, message });
   }
 
-  private dropIndex(): void {
-    for (let i = 0; i < this.indexFrames; i++) {
-      this.indexParts[i] = null;
-      this.receiver.unmark(i);
+  /** Decodes, checks against what other frames said, then (only if all is well) adds an index piece. */
+  private takeIndex(seq: number, payload: Uint8Array): void {
+    let piece: IndexPiece;
+    let body: Uint8Array;
+    try {
+      if (payload.length < CHECK_BYTES + 1) throw new Reject(REJECT.TRUNCATED, 'index frame');
+      body = unpackPayload(payload.subarray(CHECK_BYTES), this.codec, MAX_DECODED_PAYLOAD);
+      if (!bytesEqual(this.sha256(body).subarray(0, CHECK_BYTES), payload.subarray(0, CHECK_BYTES))) throw new Reject(REJECT.INDEX_DIGEST);
+      piece = decodeIndexPiece(body, this.limits, this.total - this.indexFrames, this.total);
+      this.check(piece);
+    } catch (e) {
+      this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_INDEX, e instanceof Error ? e.message : '');
     }
-    this.indexHave = 0;
+    this.raw[seq] = payload;
+    this.seqKind[seq] = KIND_INDEX;
+    this.commit(piece, body.slice());
   }
 
-  private indexComplete(): void {
-    const p0 = this.indexParts[0] as Uint8Array;
-    const meta = p0.subarray(0, INDEX_META_BYTES);
-    const bodyLen = new DataView(meta.buffer, meta.byteOffset, meta.byteLength).getUint32(32);
-    let have = p0.length - INDEX_META_BYTES;
-    for (let i = 1; i < this.indexFrames; i++) have += (this.indexParts[i] as Uint8Array).length;
-    let body: Uint8Array | null = null;
-    if (have === bodyLen) {
-      body = new Uint8Array(bodyLen);
-      body.set(p0.subarray(INDEX_META_BYTES), 0);
-      let o = p0.length - INDEX_META_BYTES;
-      for (let i = 1; i < this.indexFrames; i++) {
-        const p = this.indexParts[i] as Uint8Array;
-        body.set(p, o);
-        o += p.length;
+  /** Everything a new piece must agree with. Throws Reject; changes nothing. */
+  private check(p: IndexPiece): void {
+    if (p.ordinal >= this.indexFrames) throw new Reject(REJECT.BAD_INDEX, 'ordinal past the index');
+    if (this.pieces[p.ordinal] !== null) throw new Reject(REJECT.INDEX_CONFLICT, `a second index frame ${p.ordinal}`);
+    if ((p.ordinal === 0) !== (p.pageDigest !== null)) throw new Reject(REJECT.BAD_INDEX, 'page digest in the wrong frame');
+    if (p.pageDigest !== null && !bytesEqual(p.pageDigest.subarray(0, PAGE_ID_BYTES), this.pageId as Uint8Array)) throw new Reject(REJECT.WRONG_PAGE);
+    if (p.ordinal === 0 && (p.firstNode !== 1 || p.chain.length > 0)) throw new Reject(REJECT.INDEX_CONFLICT, 'index frame 0 starts the page');
+    if (this.fragment !== null && (this.fragment !== p.fragment || this.mode !== p.mode)) throw new Reject(REJECT.INDEX_CONFLICT, 'document mode');
+    // Pieces follow each other in node order as their ordinals do; neighbours meet exactly.
+    const end = p.firstNode + p.nodeCount;
+    for (let k = p.ordinal - 1; k >= 0; k--) {
+      const q = this.pieces[k];
+      if (q === null) continue;
+      const qEnd = q.firstNode + q.nodeCount;
+      if (qEnd > p.firstNode || (k === p.ordinal - 1 && qEnd !== p.firstNode)) {
+        throw new Reject(REJECT.INDEX_CONFLICT, 'overlapping or misordered node ranges');
+      }
+      if (q.firstSlot + q.slotCount > p.firstSlot) throw new Reject(REJECT.INDEX_CONFLICT, 'slot numbers');
+      break;
+    }
+    for (let k = p.ordinal + 1; k < this.indexFrames; k++) {
+      const q = this.pieces[k];
+      if (q === null) continue;
+      if (end > q.firstNode || (k === p.ordinal + 1 && end !== q.firstNode)) {
+        throw new Reject(REJECT.INDEX_CONFLICT, 'overlapping or misordered node ranges');
+      }
+      if (p.firstSlot + p.slotCount > q.firstSlot) throw new Reject(REJECT.INDEX_CONFLICT, 'slot numbers');
+      break;
+    }
+    if (this.nodes.size + p.nodeCount + p.chain.length > this.limits.maxNodes) throw new Reject(REJECT.ABSURD_COUNT, 'nodes');
+    // The chain and the nodes against what other pieces said of the same numbers.
+    let parent = 0;
+    for (const c of p.chain) {
+      const rec = this.nodes.get(c.n);
+      if (rec !== undefined && (rec.key !== nodeKey(c.content ? 'content' : 'element', c.tagName, c.namespace) || rec.parent !== parent)) {
+        throw new Reject(REJECT.INDEX_CONFLICT, `ancestor ${c.n}`);
+      }
+      parent = c.n;
+    }
+    for (const nd of p.nodes) {
+      const rec = this.nodes.get(nd.n);
+      if (rec === undefined) continue;
+      const key = nd.kind === 'element' ? nodeKey('element', nd.tagName, nd.namespace) : nodeKey(nd.kind);
+      if (rec.real || rec.key !== key || rec.parent !== nd.parent) throw new Reject(REJECT.INDEX_CONFLICT, `node ${nd.n}`);
+    }
+    // Slots and blocks: no piece number described twice.
+    const refs = slotRefs(p);
+    const seen: Array<Array<[number, number]>> = [[], [], []];
+    for (const r of refs) {
+      if (overlaps(this.slotSpans[r.stream], r.firstPiece, r.parts)) throw new Reject(REJECT.INDEX_CONFLICT, `slot ${r.slot}`);
+      seen[r.stream].push([r.firstPiece, r.parts]);
+    }
+    for (const b of p.blocks) {
+      if (this.infos[b.block] !== null) throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} described twice`);
+      if (overlaps(this.blockSpans[b.stream], b.firstPiece, b.pieces)) throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} pieces`);
+      if (this.seqKind[b.seq] === KIND_INDEX || (this.blockOfSeq.has(b.seq) && this.blockOfSeq.get(b.seq) !== b.block)) {
+        throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} frame number`);
       }
     }
-    if (body === null || !bytesEqual(this.sha256(body).subarray(0, DIGEST_BYTES), meta.subarray(36, 68))) {
-      // One of the index frames is bad and we cannot tell which: forget them all and ask again.
-      this.dropIndex();
-      if (++this.indexFailures > this.limits.maxIndexFailures) {
-        this.corrupt(CATP_ERR.INDEX_CORRUPT, 'the index failed its digest too often');
+    // ... nor twice within this piece
+    const dupSeq = new Set<number>();
+    const byStream: Array<Array<[number, number]>> = [[], [], []];
+    for (const b of p.blocks) {
+      if (dupSeq.has(b.seq)) throw new Reject(REJECT.INDEX_CONFLICT, 'two blocks in one frame');
+      dupSeq.add(b.seq);
+      byStream[b.stream].push([b.firstPiece, b.pieces]);
+    }
+    for (let s = 0; s < STREAMS; s++) {
+      for (const list of [seen[s], byStream[s]]) {
+        list.sort((a, b) => a[0] - b[0]);
+        for (let i = 1; i < list.length; i++) if (list[i - 1][0] + list[i - 1][1] > list[i][0]) throw new Reject(REJECT.INDEX_CONFLICT, 'pieces described twice');
       }
-      throw new Reject(REJECT.INDEX_DIGEST);
     }
-    if (!bytesEqual(meta.subarray(0, PAGE_ID_BYTES), this.pageId as Uint8Array)) {
-      this.corrupt(REJECT.WRONG_PAGE, 'page digest in the index does not match the page id');
-      throw new Reject(REJECT.WRONG_PAGE);
+  }
+
+  private commit(p: IndexPiece, body: Uint8Array): void {
+    this.pieces[p.ordinal] = p;
+    this.bodies[p.ordinal] = body;
+    this.piecesHave++;
+    this.fragment = p.fragment;
+    this.mode = p.mode;
+    if (p.pageDigest !== null) this.pageDigest = p.pageDigest;
+    let parent = 0;
+    for (const c of p.chain) {
+      if (!this.nodes.has(c.n)) {
+        this.nodes.set(c.n, { parent, key: nodeKey(c.content ? 'content' : 'element', c.tagName, c.namespace), real: false });
+        this.provisional++;
+      }
+      parent = c.n;
     }
-    let sk: Skeleton;
-    try {
-      sk = decodeIndexBody(body, this.limits);
-    } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      this.corrupt(REJECT.BAD_INDEX, msg);
-      throw e;
+    for (const nd of p.nodes) {
+      const rec = this.nodes.get(nd.n);
+      if (rec !== undefined) {
+        rec.real = true;
+        this.provisional--;
+      } else {
+        this.nodes.set(nd.n, { parent: nd.parent, key: nd.kind === 'element' ? nodeKey('element', nd.tagName, nd.namespace) : nodeKey(nd.kind), real: true });
+      }
     }
-    if (sk.blocks.length !== this.total - this.indexFrames) {
-      this.corrupt(REJECT.BAD_INDEX, 'block count does not match the frame count');
-      throw new Reject(REJECT.BAD_INDEX, 'block count');
+    const fills: SlotFill[] = [];
+    for (const r of slotRefs(p)) {
+      insertSorted(this.slotSpans[r.stream], { firstPiece: r.firstPiece, parts: r.parts, slot: r.slot });
+      this.slotParts += r.parts;
+      this.slots++;
+      const pend = this.pending[r.stream];
+      if (pend.size === 0) continue;
+      if (r.parts <= pend.size) {
+        for (let i = 0; i < r.parts; i++) {
+          const text = pend.get(r.firstPiece + i);
+          if (text === undefined) continue;
+          pend.delete(r.firstPiece + i);
+          fills.push({ slot: r.slot, part: i, parts: r.parts, text });
+        }
+      } else {
+        for (const [piece, text] of pend) {
+          if (piece < r.firstPiece || piece >= r.firstPiece + r.parts) continue;
+          pend.delete(piece);
+          fills.push({ slot: r.slot, part: piece - r.firstPiece, parts: r.parts, text });
+        }
+      }
     }
-    this.sk = sk;
-    this.indexBody = body;
-    this.meta = meta.slice();
-    this.emit({ type: 'skeleton-ready', skeleton: sk, blocks: sk.blocks.length, slots: sk.slotCount });
-    const held = [...this.held.entries()].sort((a, b) => a[0] - b[0]);
-    this.held.clear();
-    this.heldBytes = 0;
-    for (const [seq, payload] of held) {
+    const newlyKnown: number[] = [];
+    for (const b of p.blocks) {
+      this.infos[b.block] = b;
+      this.blockOfSeq.set(b.seq, b.block);
+      insertSorted(this.blockSpans[b.stream], { firstPiece: b.firstPiece, parts: b.pieces });
+      this.blockPieces += b.pieces;
+      if (this.held.has(b.seq)) newlyKnown.push(b.seq);
+    }
+    this.emit({ type: 'index-piece', piece: p, fills });
+    for (const seq of newlyKnown) {
+      const payload = this.raw[seq] as Uint8Array;
+      this.held.delete(seq);
+      this.heldBytes -= payload.length;
       try {
-        this.applyData(seq, payload);
+        this.applyData(seq, this.blockOfSeq.get(seq) as number, payload);
       } catch (e) {
         this.count(e instanceof Reject ? e.code : 'CATP_ERR_INTERNAL');
       }
     }
-    if (sk.blocks.length === 0) this.finish();
+    if (this.piecesHave === this.indexFrames) {
+      this.emit({ type: 'index-complete', blocks: this.total - this.indexFrames, slots: this.slots });
+    }
+    this.maybeFinish();
   }
 
-  private applyData(seq: number, payload: Uint8Array): void {
-    const b = seq - this.indexFrames;
+  private applyData(seq: number, b: number, payload: Uint8Array): void {
+    let decoded: Uint8Array;
     let fills: SlotFill[];
     try {
-      fills = this.decodeBlock(b, payload);
+      decoded = unpackPayload(payload, this.codec, MAX_DECODED_PAYLOAD);
+      fills = this.decodeBlock(b, decoded);
     } catch (e) {
+      this.raw[seq] = null;
+      this.seqKind[seq] = 0;
       this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_BLOCK);
     }
-    this.accept(b, payload, fills, false);
+    this.accept(b, decoded.slice(), fills, false);
   }
 
-  /** Checks a block payload against the index (digest, piece count, UTF-8) and returns its fills. Throws Reject. */
+  /** Checks a decoded block against the index (digest, piece count, UTF-8) and returns its fills. Throws Reject. */
   private decodeBlock(b: number, payload: Uint8Array): SlotFill[] {
-    const sk = this.sk as Skeleton;
-    const info = sk.blocks[b];
+    const info = this.infos[b] as BlockInfo;
     if (!bytesEqual(this.sha256(payload).subarray(0, BLOCK_DIGEST_BYTES), info.digest)) throw new Reject(REJECT.BLOCK_DIGEST);
-    const fills: SlotFill[] = [];
+    const texts: string[] = [];
     try {
       const r = new ByteReader(payload, 0, REJECT.BAD_BLOCK);
       const n = r.varint();
       if (n !== info.pieces) throw new Reject(REJECT.BAD_BLOCK, 'piece count');
-      for (let i = 0; i < n; i++) {
-        const len = r.varint();
-        const text = utf8.decode(r.bytes(len));
-        const p = info.firstPiece + i;
-        const slot = sk.pieceSlot[p];
-        fills.push({ slot, part: sk.piecePart[p], parts: sk.slotParts[slot], text });
-      }
+      for (let i = 0; i < n; i++) texts.push(utf8.decode(r.bytes(r.varint())));
       if (r.remaining !== 0) throw new Reject(REJECT.BAD_BLOCK, 'trailing bytes');
     } catch (e) {
       throw e instanceof Reject ? e : new Reject(REJECT.BAD_BLOCK);
     }
+    // Pieces whose slot is known now are fills; the rest wait for their index frame.
+    const fills: SlotFill[] = [];
+    const spans = this.slotSpans[info.stream];
+    texts.forEach((text, i) => {
+      const piece = info.firstPiece + i;
+      const at = spanAt(spans, piece);
+      const s = at >= 0 ? spans[at] : null;
+      if (s !== null && piece < s.firstPiece + s.parts) fills.push({ slot: s.slot, part: piece - s.firstPiece, parts: s.parts, text });
+      else this.pending[info.stream].set(piece, text);
+    });
     return fills;
   }
 
   private accept(b: number, payload: Uint8Array, fills: SlotFill[], local: boolean): void {
-    const sk = this.sk as Skeleton;
     this.data[b] = payload;
     this.filled++;
     if (local) {
@@ -413,18 +601,18 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       this.localFilled++;
     }
     this.emit(local ? { type: 'block-filled', block: b, fills, local: true } : { type: 'block-filled', block: b, fills });
-    if (this.filled === sk.blocks.length) this.finish();
+    this.maybeFinish();
   }
 
   /**
-   * Block reuse: fill block `block` from the client's own store (the caller looked its digest up after
-   * `skeleton-ready`). Verified exactly like a data frame: a payload that does not match the index's digest,
-   * piece count or UTF-8 is refused (counted CATP_REUSE_REFUSED, the block stays missing and is fetched).
+   * Block reuse: fill block `block` from the client's own store (the caller looked its digest up once the index
+   * frame describing it arrived). Verified exactly like a data frame: a payload that does not match the index's
+   * digest, piece count or UTF-8 is refused (counted CATP_REUSE_REFUSED, the block stays missing and is fetched).
    * Returns true when the block was filled (queueing a `block-filled` event with `local: true`).
    */
   fillLocal(block: number, payload: Uint8Array): boolean {
-    const sk = this.sk;
-    if (sk === null || this.ended || !(block >= 0 && block < sk.blocks.length) || this.data[block] !== null) return false;
+    const info = this.infos[block];
+    if (this.ended || info === null || info === undefined || this.data[block] !== null) return false;
     let fills: SlotFill[];
     try {
       fills = this.decodeBlock(block, payload);
@@ -432,7 +620,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       this.count('CATP_REUSE_REFUSED');
       return false;
     }
-    this.receiver.holdLocal(this.indexFrames + block);
+    this.receiver.holdLocal(info.seq);
     this.accept(block, payload.slice(), fills, true);
     return true;
   }
@@ -448,27 +636,52 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     return true;
   }
 
-  /** A block's verified payload once filled (for the client's store), and whether it came from the store. */
+  /** A block's verified (decoded) payload once filled (for the client's store), and whether it came from the store. */
   blockPayload(block: number): { payload: Uint8Array; local: boolean } | null {
     const p = this.data[block];
     return p ? { payload: p, local: this.local[block] === 1 } : null;
   }
 
-  private finish(): void {
-    const body = this.indexBody as Uint8Array;
-    let total = body.length;
+  private maybeFinish(): void {
+    if (this.ended || this.piecesHave !== this.indexFrames || this.filled !== this.total - this.indexFrames) return;
+    // Everything is here: the pieces must tile the page, every ancestor must have turned up, every slot piece must
+    // be covered by exactly one block; then the whole must match the page digest.
+    let next = 1;
+    for (const p of this.pieces as IndexPiece[]) {
+      if (p.firstNode !== next) return this.corrupt(REJECT.BAD_INDEX, 'the index frames leave a gap');
+      next += p.nodeCount;
+    }
+    if (this.provisional !== 0) return this.corrupt(REJECT.BAD_ATTACH, 'an ancestor named by an index frame never came');
+    if (this.slotParts !== this.blockPieces || this.pending.some((m) => m.size > 0)) return this.corrupt(REJECT.BAD_INDEX, 'slots and blocks do not match');
+    const bodies = this.bodies as Uint8Array[];
+    let total = -PAGE_DIGEST_BYTES;
+    for (const b of bodies) total += b.length;
     for (const d of this.data) total += (d as Uint8Array).length;
     const canon = new Uint8Array(total);
-    canon.set(body, 0);
-    let o = body.length;
+    let o = 0;
+    bodies.forEach((b, k) => {
+      const part = k === 0 ? b.subarray(0, b.length - PAGE_DIGEST_BYTES) : b;
+      canon.set(part, o);
+      o += part.length;
+    });
     for (const d of this.data) {
       canon.set(d as Uint8Array, o);
       o += (d as Uint8Array).length;
     }
     const digest = this.sha256(canon).slice(0, DIGEST_BYTES);
-    const want = (this.meta as Uint8Array).subarray(0, DIGEST_BYTES);
     this.ended = true;
-    if (bytesEqual(digest, want)) this.emit({ type: 'page-complete', digest });
+    if (bytesEqual(digest, this.pageDigest as Uint8Array)) this.emit({ type: 'page-complete', digest });
     else this.emit({ type: 'page-corrupt', code: CATP_ERR.PAGE_DIGEST, message: 'the page does not match its digest' });
   }
+}
+
+/** Every slot of a piece, in slot order (attributes of an element before the nodes after it). */
+export function slotRefs(p: IndexPiece): SlotRef[] {
+  const out: SlotRef[] = [];
+  for (const nd of p.nodes) {
+    if (nd.kind === 'element') {
+      for (const a of nd.attrs) if (a.slot) out.push(a.slot);
+    } else if (nd.kind === 'text-slot' || nd.kind === 'comment-slot') out.push(nd.ref);
+  }
+  return out;
 }

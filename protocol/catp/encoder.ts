@@ -1,40 +1,59 @@
 /**
- * CATP encoder (server side): parse5 tree -> index frames + data frames.
+ * CATP encoder (server side): parse5 tree -> index frames (pieces of the tree that stand alone, index-piece.ts)
+ * + data frames (blocks of slot content), in the order they are sent.
  *
- * What rides in the index ("context", painted with the skeleton, protected and sent first):
- *  - all text under HTML `<head>` except `<script>` bodies (title, style, noscript, inter-tag whitespace);
- *  - the text of every `<style>` (HTML or SVG) and `<title>`, wherever it is: it decides appearance;
- *  - whitespace-only text runs of at most 32 bytes anywhere (inter-tag formatting: it is part of the
- *    skeleton's shape in the source, costs less inline than as a slot, and is never "content").
- * Everything else — visible text, `<textarea>`/`<pre>` text, `<template>` content text and `<script>`
- * bodies — goes into data blocks. Script bodies are not context: the renderer never runs them and on
- * real pages they are often most of the bytes; putting them in the index would delay the first paint.
- * They still arrive (as data), so the assembled tree is exactly parse5's.
+ * What rides inline in the index (painted with its piece, protected, sent first):
+ *  - short context text: text under HTML `<head>` except `<script>` bodies, and `<style>` (HTML or SVG) and
+ *    `<title>` text anywhere, up to CONTEXT_INLINE_MAX bytes; longer context goes to *context* slots, whose
+ *    blocks follow their index frame at once and are repaired like the index;
+ *  - whitespace-only text runs of at most 32 bytes (inter-tag formatting), comments up to 32 bytes;
+ *  - attribute values up to ATTR_INLINE_MAX bytes. Longer ones (SVG paths, srcset, data: URLs, inline handlers,
+ *    JSON in data-* attributes) become attribute slots: they would crowd the index, and a piece must fit a frame.
+ * Everything else is slot content, in one of three streams (index-piece.ts STREAM): visible text, context, and
+ * deferred (script bodies, comments, template content, `<noscript>` text, event handlers, data-* values: nothing
+ * on screen), sent after everything else. The assembled tree is exactly parse5's either way.
  *
- * Digests: the page digest is sha-256 (32 bytes) over the canonical encoding of the tree:
- * `indexBody || payload(block 0) || payload(block 1) ...` — deterministic for a given tree, and exactly
- * what the client holds at the end (it never sees the source bytes, which parse to the same tree in
- * many ways). Its first 8 bytes are the page id in every frame header. Each block's digest is
- * sha-256 over its data frame payload truncated to 16 bytes: 128 bits keep accidental and birthday
- * collisions out of reach (2^64 work) for the per-client block cache while costing 16 B per ~1.4 KB
- * block (~1.2%); integrity against a forger is not the goal (whoever can forge frames can forge the
- * index too). The index body itself is checked against a full sha-256 carried in index frame 0.
+ * Send order (seq = position in it): index frame 0 (doctype, `<head>`, the top of the body), the context blocks
+ * it introduces, its visible blocks; index frame 1, its context and visible blocks; ... then the deferred blocks.
+ * So the top of the page arrives first and complete, as with in-order bytes, and every frame after it paints
+ * by itself whatever order the network delivers.
+ *
+ * Compression (payload-codec.ts): with a codec, each frame is compressed alone. An index frame takes as many
+ * nodes as compress into one datagram (searched with the codec's fast setting, then compressed at its best);
+ * a data block takes about `blockTextBytes` of text (content-defined boundaries, see cutContent), split further
+ * when it does not compress into one datagram.
+ *
+ * Digests: block digest = sha-256 of the block's decoded payload, truncated to 16 bytes, in the index (a data
+ * frame is checked against it before it is painted). Page digest = sha-256 over the canonical encoding: the
+ * decoded index piece bodies in ordinal order (frame 0's without its trailing page digest) then the decoded
+ * block payloads in block order; it is checked when the page is complete. Its first 8 bytes are the page id in
+ * every frame header. Each index frame carries the first 8 bytes of sha-256 of its own decoded body (frame.ts),
+ * so a damaged frame is refused alone.
  */
 import * as parse5 from 'parse5';
 import type { DefaultTreeAdapterMap } from 'parse5';
 import { CATP_ERR, LocalProtocolError } from './errors';
 import {
   BLOCK_DIGEST_BYTES,
-  BlockInfo,
+  ChainEntry,
   DEFAULT_INDEX_LIMITS,
   DocumentMode,
-  encodeIndexBody,
+  encodeBlockInfo,
+  encodeNode,
+  encodePieceHead,
+  IndexAttr,
+  IndexNode,
+  IndexPiece,
   NS_HTML,
   NS_SVG,
-  Skeleton,
-  SkeletonNode,
-} from './skeleton';
-import { encodeFrame, FRAME_KIND, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
+  PAGE_DIGEST_BYTES,
+  SlotRef,
+  Stream,
+  STREAM,
+  STREAMS,
+} from './index-piece';
+import { FrameCodec, MAX_DECODED_PAYLOAD, packPayload } from './payload-codec';
+import { encodeFrame, FRAME_KIND, GrowWriter, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
 
 type P5Node = DefaultTreeAdapterMap['node'];
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
@@ -42,44 +61,57 @@ type P5Element = DefaultTreeAdapterMap['element'];
 
 export type Sha256 = (bytes: Uint8Array) => Uint8Array;
 
-/** Index frame 0 starts with: page digest (32) | index body length (u32) | sha-256 of the index body (32). */
-export const INDEX_META_BYTES = 68;
 export const DIGEST_BYTES = 32;
+/** An index frame's payload starts with the first CHECK_BYTES of sha-256 over its decoded body. */
+export const CHECK_BYTES = 8;
 /** Whitespace-only text up to this many bytes rides inline in the index. */
 export const INLINE_WHITESPACE_MAX = 32;
+/** Context text (head, style, title) up to this many bytes rides inline; longer goes to a context slot. */
+export const CONTEXT_INLINE_MAX = 2048;
+/** Attribute values up to this many bytes ride inline; longer ones go to an attribute slot. */
+export const ATTR_INLINE_MAX = 256;
+/** An element's inline attribute values total at most this many bytes; beyond, the longest go to slots. */
+export const ELEMENT_ATTRS_INLINE_MAX = 1024;
+/** Comments up to this many bytes ride inline; longer ones go to a deferred slot. */
+export const COMMENT_INLINE_MAX = 32;
 
 export interface EncodeOptions {
   sha256: Sha256;
+  /** Per-frame compression (payload-codec.ts). Without one, frames are stored (tests, tools). */
+  codec?: FrameCodec;
   /** parse5 scripting flag (default true, like parse5 and browsers with scripting). */
   scriptingEnabled?: boolean;
-  /** Largest data frame payload (default and maximum MAX_FRAME_PAYLOAD = 1428); smaller for tests. */
+  /** Largest frame payload (default and maximum MAX_FRAME_PAYLOAD = 1428); smaller for tests. */
   maxPayload?: number;
   /** Refuse trees deeper than this (default 2048, the assembler's default limit). */
   maxDepth?: number;
   /**
    * Where blocks end (default 'content'). 'content': content-defined boundaries (a rolling hash over the slot
    * text, see cutContent), so an edit changes only the blocks around it and a client's store keeps matching
-   * the rest (block reuse). 'packed': every block filled to the brim, the previous layout — fewer frames, but
-   * one inserted byte shifts every later block.
+   * the rest (block reuse). 'packed': every block filled to its text budget.
    */
   blockCut?: 'content' | 'packed';
+  /** Text bytes a data block aims at before compression (default 4096 with a codec; without, what fits a frame). */
+  blockTextBytes?: number;
 }
 
 export interface EncodedPage {
-  /** sha-256 of the canonical tree encoding. */
+  /** sha-256 of the canonical encoding. */
   pageDigest: Uint8Array;
   /** First 8 bytes of pageDigest, in every frame header. */
   pageId: Uint8Array;
-  /** All frames, index first, with an all-zero request ID (the sender stamps the real one). */
+  /** All frames in send order (frame i has seq i), with an all-zero request ID (the sender stamps the real one). */
   frames: Uint8Array[];
   indexFrames: number;
   blocks: number;
-  /** Length of the index body in bytes. */
+  /** Bytes of the index frames' payloads as sent (compressed). */
   indexBytes: number;
-  /** Bytes of slot text (UTF-8) carried in data frames. */
+  /** Bytes of the index piece bodies before compression. */
+  indexRawBytes: number;
+  /** Bytes of slot content (UTF-8) carried in data frames. */
   dataTextBytes: number;
-  /** The skeleton the index describes (server-side introspection, tests). */
-  skeleton: Skeleton;
+  /** The decoded index pieces (server-side introspection, tests). */
+  pieces: IndexPiece[];
 }
 
 const utf8 = new TextEncoder();
@@ -100,217 +132,594 @@ function checkString(s: string): string {
   return s;
 }
 
+/** A slot while encoding: its text, and (once cut) where its pieces are. */
+interface SlotDraft {
+  ref: SlotRef;
+  bytes: Uint8Array;
+  /** Node number the slot belongs to (the text / comment node, or the element of an attribute). */
+  node: number;
+}
+
+/** A block while encoding: pieces of one stream's slots, in order. */
+interface BlockDraft {
+  stream: Stream;
+  /** [slot index within the stream, bytes] */
+  pieces: Array<[number, Uint8Array]>;
+  payload: Uint8Array;
+  packed: Uint8Array;
+  firstPiece: number;
+  node: number;
+  slot: number;
+}
+
+interface Flat {
+  nodes: IndexNode[];
+  /** depth-first parent of node n is nodes[n-1].parent; chainOf walks it */
+  slots: SlotDraft[];
+  byStream: SlotDraft[][];
+  mode: DocumentMode;
+  fragment: boolean;
+}
+
+/** Tree -> numbered pre-order node list with slots (iterative: depth is bounded, but no recursion anyway). */
+function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsToSlots: ReadonlySet<number>): Flat {
+  const nodes: IndexNode[] = [];
+  const slots: SlotDraft[] = [];
+  const byStream: SlotDraft[][] = [[], [], []];
+  const newSlot = (stream: Stream, text: string, node: number): SlotRef => {
+    const ref: SlotRef = { slot: slots.length, stream, parts: 0, firstPiece: 0 };
+    const d: SlotDraft = { ref, bytes: utf8.encode(text), node };
+    slots.push(d);
+    byStream[stream].push(d);
+    return ref;
+  };
+  interface Ctx {
+    parent: P5Parent;
+    n: number;
+    inHead: boolean;
+    deferred: boolean;
+    depth: number;
+  }
+  const stack: Array<{ ctx: Ctx; list: P5Node[]; i: number; then?: () => void }> = [
+    { ctx: { parent: root, n: 0, inHead: false, deferred: false, depth: 0 }, list: root.childNodes as P5Node[], i: 0 },
+  ];
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1];
+    if (top.i >= top.list.length) {
+      stack.pop();
+      top.then?.();
+      continue;
+    }
+    const c = top.ctx;
+    const node = top.list[top.i++];
+    const n = nodes.length + 1;
+    const pe = 'tagName' in c.parent ? (c.parent as P5Element) : null;
+    const pName = pe ? pe.tagName : '';
+    const pHtml = pe ? pe.namespaceURI === NS_HTML : false;
+    switch (node.nodeName) {
+      case '#text': {
+        const v = checkString((node as DefaultTreeAdapterMap['textNode']).value);
+        const bytes = utf8.encode(v).length;
+        const context = pe !== null && ((pHtml && (pName === 'style' || pName === 'title')) || (pe.namespaceURI === NS_SVG && pName === 'style'));
+        const script = pHtml && pName === 'script';
+        const headText = c.inHead && !script;
+        if (v.length === 0 || (bytes <= INLINE_WHITESPACE_MAX && isWs(v)) || ((context || headText) && bytes <= CONTEXT_INLINE_MAX)) {
+          nodes.push({ kind: 'text', n, parent: c.n, value: v });
+        } else {
+          const stream: Stream =
+            c.deferred || script || (pHtml && pName === 'noscript') ? STREAM.DEFERRED : context || headText ? STREAM.CONTEXT : STREAM.VISIBLE;
+          nodes.push({ kind: 'text-slot', n, parent: c.n, ref: newSlot(stream, v, n) });
+        }
+        break;
+      }
+      case '#comment': {
+        const data = checkString((node as DefaultTreeAdapterMap['commentNode']).data);
+        if (utf8.encode(data).length <= COMMENT_INLINE_MAX) nodes.push({ kind: 'comment', n, parent: c.n, data });
+        else nodes.push({ kind: 'comment-slot', n, parent: c.n, ref: newSlot(STREAM.DEFERRED, data, n) });
+        break;
+      }
+      case '#documentType': {
+        const d = node as DefaultTreeAdapterMap['documentType'];
+        nodes.push({ kind: 'doctype', n, parent: c.n, name: checkString(d.name ?? ''), publicId: checkString(d.publicId ?? ''), systemId: checkString(d.systemId ?? '') });
+        break;
+      }
+      default: {
+        const e = node as P5Element;
+        if (c.depth + 1 > maxDepth) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, `tree deeper than ${maxDepth}`);
+        const isHtml = e.namespaceURI === NS_HTML;
+        const inHead = c.inHead || (isHtml && e.tagName === 'head');
+        const sizes = e.attrs.map((a) => utf8.encode(checkString(a.value)).length);
+        // Long values go to slots, and the longest of the rest while the element's inline values stay too long
+        // (a piece must fit one frame).
+        const toSlot = sizes.map((s) => s > (allAttrsToSlots.has(n) ? 0 : ATTR_INLINE_MAX));
+        let inline = sizes.reduce((t, s, i) => t + (toSlot[i] ? 0 : s), 0);
+        for (const i of sizes.map((_, i) => i).sort((a, b) => sizes[b] - sizes[a])) {
+          if (inline <= ELEMENT_ATTRS_INLINE_MAX) break;
+          if (!toSlot[i] && sizes[i] > 0) {
+            toSlot[i] = true;
+            inline -= sizes[i];
+          }
+        }
+        const attrs: IndexAttr[] = e.attrs.map((a, i) => {
+          const attr: IndexAttr = { name: checkString(a.name), value: a.value };
+          if (a.namespace !== undefined) attr.namespace = a.namespace;
+          if (a.prefix !== undefined) attr.prefix = a.prefix;
+          if (toSlot[i]) {
+            const invisible = c.deferred || /^(on|data-)/i.test(a.name);
+            attr.slot = newSlot(invisible ? STREAM.DEFERRED : inHead ? STREAM.CONTEXT : STREAM.VISIBLE, a.value, n);
+            attr.value = '';
+          }
+          return attr;
+        });
+        nodes.push({ kind: 'element', n, parent: c.n, tagName: checkString(e.tagName), namespace: e.namespaceURI, attrs });
+        const deferred = c.deferred || (isHtml && (e.tagName === 'script' || e.tagName === 'noscript'));
+        const ctx: Ctx = { parent: e, n, inHead, deferred, depth: c.depth + 1 };
+        const entry: { ctx: Ctx; list: P5Node[]; i: number; then?: () => void } = { ctx, list: e.childNodes as P5Node[], i: 0 };
+        if (isHtml && e.tagName === 'template' && 'content' in e) {
+          const content = (e as DefaultTreeAdapterMap['template']).content;
+          // after the template's own children: the content pseudo-node, then the content's children
+          entry.then = () => {
+            const cn = nodes.length + 1;
+            nodes.push({ kind: 'content', n: cn, parent: n });
+            stack.push({ ctx: { parent: content, n: cn, inHead, deferred: true, depth: c.depth + 2 }, list: content.childNodes as P5Node[], i: 0 });
+          };
+        }
+        stack.push(entry);
+      }
+    }
+  }
+  void fragment;
+  return { nodes, slots, byStream, mode: 'no-quirks', fragment };
+}
+
+/** A node's index record does not fit a frame even alone: encode again with all its attribute values in slots. */
+class NodeTooLarge extends Error {
+  constructor(readonly node: number) {
+    super(`node ${node} does not fit an index frame`);
+  }
+}
+
 /** Encode a parse5 (default tree adapter) document or fragment. */
 export function encodeTree(root: DefaultTreeAdapterMap['document'] | DefaultTreeAdapterMap['documentFragment'], opts: EncodeOptions): EncodedPage {
+  const allAttrsToSlots = new Set<number>();
+  for (;;) {
+    try {
+      return encodeOnce(root, opts, allAttrsToSlots);
+    } catch (e) {
+      if (!(e instanceof NodeTooLarge) || allAttrsToSlots.has(e.node) || allAttrsToSlots.size >= 64) {
+        throw e instanceof NodeTooLarge ? new LocalProtocolError(CATP_ERR.UNENCODABLE, e.message) : e;
+      }
+      allAttrsToSlots.add(e.node);
+    }
+  }
+}
+
+function encodeOnce(
+  root: DefaultTreeAdapterMap['document'] | DefaultTreeAdapterMap['documentFragment'],
+  opts: EncodeOptions,
+  allAttrsToSlots: ReadonlySet<number>,
+): EncodedPage {
   if (typeof opts.sha256 !== 'function') throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'sha256 is required');
   const maxPayload = Math.min(opts.maxPayload ?? MAX_FRAME_PAYLOAD, MAX_FRAME_PAYLOAD);
   if (!(maxPayload >= 96)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'maxPayload must be >= 96');
   const maxDepth = opts.maxDepth ?? DEFAULT_INDEX_LIMITS.maxDepth;
-
-  // 1. Tree -> skeleton nodes, collecting slot texts in pre-order.
-  const slotTexts: string[] = [];
-  const slotNodes: Array<{ kind: 'slot'; slot: number; parts: number; firstPiece: number }> = [];
-  let nodeCount = 0;
-
-  const convert = (parent: P5Parent, inHead: boolean, depth: number): SkeletonNode[] => {
-    if (depth > maxDepth) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, `tree deeper than ${maxDepth}`);
-    const out: SkeletonNode[] = [];
-    const pe = 'tagName' in parent ? (parent as P5Element) : null;
-    const pName = pe ? pe.tagName : '';
-    const pHtml = pe ? pe.namespaceURI === NS_HTML : false;
-    const contextParent =
-      pe !== null && ((pHtml && (pName === 'style' || pName === 'title')) || (pe.namespaceURI === NS_SVG && pName === 'style'));
-    const scriptParent = pHtml && pName === 'script';
-    for (const n of parent.childNodes as P5Node[]) {
-      nodeCount++;
-      switch (n.nodeName) {
-        case '#text': {
-          const v = checkString((n as DefaultTreeAdapterMap['textNode']).value);
-          const inline =
-            v.length === 0 || contextParent || (inHead && !scriptParent) || (v.length <= INLINE_WHITESPACE_MAX && isWs(v));
-          if (inline) out.push({ kind: 'text', value: v });
-          else {
-            const s = { kind: 'slot' as const, slot: slotTexts.length, parts: 0, firstPiece: 0 };
-            slotTexts.push(v);
-            slotNodes.push(s);
-            out.push(s);
-          }
-          break;
-        }
-        case '#comment':
-          out.push({ kind: 'comment', data: checkString((n as DefaultTreeAdapterMap['commentNode']).data) });
-          break;
-        case '#documentType': {
-          const d = n as DefaultTreeAdapterMap['documentType'];
-          out.push({ kind: 'doctype', name: checkString(d.name ?? ''), publicId: checkString(d.publicId ?? ''), systemId: checkString(d.systemId ?? '') });
-          break;
-        }
-        default: {
-          const e = n as P5Element;
-          const isHtml = e.namespaceURI === NS_HTML;
-          const childInHead = inHead || (isHtml && e.tagName === 'head');
-          const attrs = e.attrs.map((a) => {
-            const c: { name: string; value: string; namespace?: string; prefix?: string } = { name: checkString(a.name), value: checkString(a.value) };
-            if (a.namespace !== undefined) c.namespace = a.namespace;
-            if (a.prefix !== undefined) c.prefix = a.prefix;
-            return c;
-          });
-          const el: SkeletonNode = {
-            kind: 'element',
-            tagName: checkString(e.tagName),
-            namespace: e.namespaceURI,
-            attrs,
-            children: convert(e, childInHead, depth + 1),
-          };
-          if (isHtml && e.tagName === 'template' && 'content' in e) {
-            el.content = convert((e as DefaultTreeAdapterMap['template']).content, childInHead, depth + 1);
-          }
-          out.push(el);
-        }
-      }
-    }
-    return out;
-  };
+  const codec = opts.codec;
   const fragment = root.nodeName === '#document-fragment';
-  const children = convert(root, false, 0);
-  const mode: DocumentMode = fragment ? 'no-quirks' : ((root as DefaultTreeAdapterMap['document']).mode as DocumentMode);
+  const flat = flatten(root, fragment, maxDepth, allAttrsToSlots);
+  flat.mode = fragment ? 'no-quirks' : ((root as DefaultTreeAdapterMap['document']).mode as DocumentMode);
+  const { nodes, slots } = flat;
+  if (nodes.length === 0) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'an empty tree has nothing to send');
 
-  // 2. Pack slot texts into blocks of pieces, each block one data frame payload.
-  //    payload = varint pieceCount | pieceCount × (varint byteLength | UTF-8 bytes)
-  const payloads: Uint8Array[] = [];
-  const blocks: BlockInfo[] = [];
-  const budget = maxPayload - 3; // 3 bytes kept for the piece-count varint
-  let cur: Uint8Array[] = [];
-  let used = 0;
-  let pieceCount = 0;
+  // 1. Cut each stream's slot text into blocks that fit a frame once packed.
+  const dataBudget = maxPayload; // packed payload (method byte included) must fit
+  const textBudget = Math.max(64, Math.min(16000, opts.blockTextBytes ?? (codec ? 4096 : dataBudget - 4)));
   let dataTextBytes = 0;
-  const closeBlock = (): void => {
-    if (cur.length === 0) return;
-    let size = varintSize(cur.length);
-    for (const p of cur) size += varintSize(p.length) + p.length;
-    const out = new Uint8Array(size);
-    let o = 0;
-    const put = (v: number): void => {
-      while (v >= 0x80) {
-        out[o++] = (v & 0x7f) | 0x80;
-        v >>>= 7;
+  const blocks: BlockDraft[] = [];
+  for (let s = 0 as Stream; s < STREAMS; s = (s + 1) as Stream) {
+    const list = flat.byStream[s];
+    for (const d of list) dataTextBytes += d.bytes.length;
+    const raw = cutStream(list.map((d) => d.bytes), textBudget, opts.blockCut ?? 'content');
+    const fitted: Array<Array<[number, Uint8Array]>> = [];
+    const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
+      const payload = blockPayload(pieces);
+      const packed = packPayload(payload, codec, 'final');
+      if (packed.length <= dataBudget || depth > 40) {
+        if (packed.length > dataBudget) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
+        fitted.push(pieces);
+        return;
       }
-      out[o++] = v;
+      const [a, b] = splitPieces(pieces);
+      fit(a, depth + 1);
+      fit(b, depth + 1);
     };
-    put(cur.length);
-    for (const p of cur) {
-      put(p.length);
-      out.set(p, o);
-      o += p.length;
+    for (const pieces of raw) fit(pieces, 0);
+    // Piece numbers and slot parts follow from the fitted blocks.
+    let piece = 0;
+    let lastSlot = -1;
+    for (const pieces of fitted) {
+      const payload = blockPayload(pieces);
+      const first = list[pieces[0][0]];
+      blocks.push({ stream: s, pieces, payload, packed: packPayload(payload, codec, 'final'), firstPiece: piece, node: first.node, slot: first.ref.slot });
+      for (const [si] of pieces) {
+        const ref = list[si].ref;
+        if (si !== lastSlot) {
+          ref.firstPiece = piece;
+          lastSlot = si;
+        }
+        ref.parts++;
+        piece++;
+      }
     }
-    blocks.push({ firstPiece: pieceCount - cur.length, pieces: cur.length, digest: opts.sha256(out).slice(0, BLOCK_DIGEST_BYTES) });
-    payloads.push(out);
-    cur = [];
-    used = 0;
+  }
+  for (const d of slots) if (d.ref.parts === 0) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'internal: a slot without pieces');
+  // Blocks are numbered in the order the index introduces them: by node, then slot, then piece.
+  blocks.sort((a, b) => a.node - b.node || a.slot - b.slot || a.firstPiece - b.firstPiece);
+  const blockDigests = blocks.map((b) => opts.sha256(b.payload).slice(0, BLOCK_DIGEST_BYTES));
+
+  // 2. Index pieces. The page is a sequence of units — each node, followed by the blocks whose first piece is in
+  //    it — and a piece is a run of units that compresses into one frame. (A huge slot introduces many blocks: they
+  //    spill over into the following pieces, or into pieces of blocks only.)
+  const nodeBytes = nodes.map((nd) => {
+    const w = new GrowWriter();
+    encodeNode(w, nd);
+    return w.result();
+  });
+  const infoBytes = (i: number, seq: number): Uint8Array => {
+    const b = blocks[i];
+    const w = new GrowWriter();
+    encodeBlockInfo(w, { block: i, stream: b.stream, firstPiece: b.firstPiece, pieces: b.pieces.length, digest: blockDigests[i], seq });
+    return w.result();
   };
+  /** unit >= 0: node number; unit < 0: block -unit-1. */
+  const units: number[] = [];
+  {
+    let b = 0;
+    for (const nd of nodes) {
+      units.push(nd.n);
+      while (b < blocks.length && blocks[b].node === nd.n) units.push(-(b++) - 1);
+    }
+  }
+  const prefix = new Float64Array(units.length + 1);
+  for (let i = 0; i < units.length; i++) prefix[i + 1] = prefix[i] + (units[i] >= 0 ? nodeBytes[units[i] - 1].length : infoBytes(-units[i] - 1, 0).length);
+
+  const parentOf = (n: number): number => (n === 0 ? -1 : nodes[n - 1].parent);
+  const chainOf = (n: number): ChainEntry[] => {
+    const chain: ChainEntry[] = [];
+    for (let p = parentOf(n); p > 0; p = parentOf(p)) {
+      const nd = nodes[p - 1];
+      if (nd.kind === 'content') chain.push({ n: p, content: true, tagName: '', namespace: '' });
+      else if (nd.kind === 'element') chain.push({ n: p, content: false, tagName: nd.tagName, namespace: nd.namespace });
+    }
+    return chain.reverse();
+  };
+  // slot number / piece numbers of the first slot at or after node n (n = 1 .. nodes.length + 1)
+  const slotsBefore = new Uint32Array(nodes.length + 2);
+  const piecesBefore: Uint32Array[] = [new Uint32Array(nodes.length + 2), new Uint32Array(nodes.length + 2), new Uint32Array(nodes.length + 2)];
+  {
+    let s = 0;
+    const p = [0, 0, 0];
+    for (let i = 0; i <= nodes.length; i++) {
+      slotsBefore[i + 1] = s;
+      for (let k = 0; k < STREAMS; k++) piecesBefore[k][i + 1] = p[k];
+      if (i === nodes.length) break;
+      for (const r of nodeSlots(nodes[i])) {
+        s++;
+        p[r.stream] += r.parts;
+      }
+    }
+  }
+
+  /** A piece: units [from, to). */
+  interface Range {
+    from: number;
+    to: number;
+    firstNode: number;
+    nodeCount: number;
+    chain: ChainEntry[];
+    blocks: number[];
+  }
+  const rangeOf = (from: number, to: number): Range => {
+    let firstNode = 0;
+    let nodeCount = 0;
+    const bl: number[] = [];
+    for (let u = from; u < to; u++) {
+      if (units[u] >= 0) {
+        if (nodeCount === 0) firstNode = units[u];
+        nodeCount++;
+      } else bl.push(-units[u] - 1);
+    }
+    if (nodeCount === 0) {
+      // blocks only: positioned after the last node before it
+      let next = nodes.length + 1;
+      for (let u = to; u < units.length; u++) {
+        if (units[u] >= 0) {
+          next = units[u];
+          break;
+        }
+      }
+      firstNode = next;
+    }
+    return { from, to, firstNode, nodeCount, chain: nodeCount > 0 ? chainOf(firstNode) : [], blocks: bl };
+  };
+  const body = (r: Range, ordinal: number, seqOf: (block: number) => number, digest: Uint8Array | null): Uint8Array => {
+    const w = new GrowWriter();
+    encodePieceHead(
+      w,
+      {
+        ordinal,
+        fragment,
+        mode: flat.mode,
+        firstNode: r.firstNode,
+        nodeCount: r.nodeCount,
+        firstSlot: slotsBefore[r.firstNode],
+        firstPieces: [piecesBefore[0][r.firstNode], piecesBefore[1][r.firstNode], piecesBefore[2][r.firstNode]],
+        chain: r.chain,
+      },
+      ordinal === 0,
+    );
+    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) w.bytes(nodeBytes[units[u] - 1]);
+    w.varint(r.blocks.length > 0 ? r.blocks[0] : 0);
+    w.varint(r.blocks.length);
+    for (const b of r.blocks) w.bytes(infoBytes(b, seqOf(b)));
+    if (digest !== null) w.bytes(digest);
+    return w.result();
+  };
+  const packedSize = (bytes: Uint8Array, effort: 'search' | 'final'): number => CHECK_BYTES + packPayload(bytes, codec, effort).length;
+
+  const partition = (margin: number): Range[] => {
+    const ranges: Range[] = [];
+    let from = 0;
+    let ratio = codec ? 4 : 1;
+    while (from < units.length) {
+      const ordinal = ranges.length;
+      const budget = maxPayload - margin;
+      const placeholderDigest = ordinal === 0 ? new Uint8Array(PAGE_DIGEST_BYTES) : null;
+      const rangeCache = new Map<number, Range>();
+      const range = (count: number): Range => {
+        let r = rangeCache.get(count);
+        if (r === undefined) rangeCache.set(count, (r = rangeOf(from, from + count)));
+        return r;
+      };
+      const chainBytes = units[from] >= 0 ? chainOf(units[from]).length * 4 : 0;
+      const rawOf = (count: number): number => 24 + chainBytes + (ordinal === 0 ? PAGE_DIGEST_BYTES : 0) + prefix[from + count] - prefix[from];
+      const fits = (count: number): boolean => {
+        const est = rawOf(count);
+        if (est > MAX_DECODED_PAYLOAD - 1024) return false;
+        const b = body(range(count), ordinal, () => 0, placeholderDigest);
+        if (b.length > MAX_DECODED_PAYLOAD) return false;
+        if (CHECK_BYTES + 1 + b.length <= budget) return true;
+        if (!codec) return false;
+        return packedSize(b, 'search') <= budget;
+      };
+      const left = units.length - from;
+      // the largest count whose estimated raw size is at most `raw` (at least 1)
+      const countFor = (raw: number): number => {
+        let lo = 1;
+        let hi = left;
+        while (lo < hi) {
+          const mid = Math.ceil((lo + hi) / 2);
+          if (rawOf(mid) <= raw) lo = mid;
+          else hi = mid - 1;
+        }
+        return lo;
+      };
+      if (!fits(1)) {
+        if (units[from] >= 0) throw new NodeTooLarge(units[from]);
+        throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block description does not fit an index frame');
+      }
+      // Bracket [lo fits, hi does not] around the guess from the running compression ratio, then bisect.
+      let lo = 1;
+      let hi = left + 1;
+      let guess = Math.min(left, countFor(budget * ratio));
+      for (let step = 0; step < 6 && hi - lo > 1; step++) {
+        if (guess <= lo) guess = lo + 1;
+        if (guess >= hi) guess = hi - 1;
+        if (fits(guess)) {
+          lo = guess;
+          if (lo === left) break;
+          guess = Math.min(left, countFor(rawOf(lo) * 1.15 + 64));
+        } else {
+          hi = guess;
+          guess = Math.max(lo + 1, countFor(rawOf(hi) * 0.85));
+        }
+      }
+      while (hi - lo > 1 && lo < left) {
+        const mid = (lo + hi) >> 1;
+        if (fits(mid)) lo = mid;
+        else hi = mid;
+      }
+      const r = range(lo);
+      if (codec) {
+        const b = body(r, ordinal, () => 0, null);
+        const packed = packedSize(b, 'search');
+        if (packed > 16) ratio = Math.max(1, Math.min(40, b.length / packed));
+      }
+      ranges.push(r);
+      from += lo;
+    }
+    return ranges;
+  };
+
+  // 3. Send order and frame numbers, then the final bytes. A final compression that comes out larger than the
+  //    search's (rare) repartitions with a wider margin.
+  for (let margin = 4; ; margin *= 4) {
+    const ranges = partition(margin);
+    const introducedBy: number[] = new Array(blocks.length).fill(-1);
+    ranges.forEach((r, k) => {
+      for (const b of r.blocks) introducedBy[b] = k;
+    });
+    const order: Array<{ kind: 'index'; k: number } | { kind: 'data'; b: number }> = [];
+    const perPiece: number[][][] = ranges.map(() => [[], [], []]);
+    blocks.forEach((b, i) => perPiece[introducedBy[i]][b.stream].push(i));
+    const deferred: number[] = [];
+    ranges.forEach((_, k) => {
+      order.push({ kind: 'index', k });
+      for (const b of perPiece[k][STREAM.CONTEXT]) order.push({ kind: 'data', b });
+      for (const b of perPiece[k][STREAM.VISIBLE]) order.push({ kind: 'data', b });
+      deferred.push(...perPiece[k][STREAM.DEFERRED]);
+    });
+    for (const b of deferred) order.push({ kind: 'data', b });
+    const seqOfBlock = new Array<number>(blocks.length);
+    order.forEach((o, seq) => {
+      if (o.kind === 'data') seqOfBlock[o.b] = seq;
+    });
+    const bodies = ranges.map((r, k) => body(r, k, (b) => seqOfBlock[b], null));
+    // Page digest over the canonical encoding (frame 0's body without its digest).
+    let total = 0;
+    for (const b of bodies) total += b.length;
+    for (const b of blocks) total += b.payload.length;
+    const canon = new Uint8Array(total);
+    let o = 0;
+    for (const b of bodies) {
+      canon.set(b, o);
+      o += b.length;
+    }
+    for (const b of blocks) {
+      canon.set(b.payload, o);
+      o += b.payload.length;
+    }
+    const pageDigest = opts.sha256(canon).slice(0, DIGEST_BYTES);
+    const pageId = pageDigest.slice(0, PAGE_ID_BYTES);
+    const full0 = new Uint8Array(bodies[0].length + PAGE_DIGEST_BYTES);
+    full0.set(bodies[0], 0);
+    full0.set(pageDigest, bodies[0].length);
+    bodies[0] = full0;
+    const indexPayloads = bodies.map((b) => {
+      const packed = packPayload(b, codec, 'final');
+      const out = new Uint8Array(CHECK_BYTES + packed.length);
+      out.set(opts.sha256(b).subarray(0, CHECK_BYTES), 0);
+      out.set(packed, CHECK_BYTES);
+      return out;
+    });
+    if (indexPayloads.some((p) => p.length > maxPayload)) {
+      if (margin > maxPayload / 2) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'an index piece does not fit a frame');
+      continue;
+    }
+    const id = new Uint8Array(8);
+    const totalFrames = order.length;
+    const indexFrames = ranges.length;
+    const frames = order.map((f, seq) =>
+      f.kind === 'index'
+        ? encodeFrame({ id, kind: FRAME_KIND.INDEX, pageId, seq, total: totalFrames, indexFrames }, indexPayloads[f.k])
+        : encodeFrame({ id, kind: FRAME_KIND.DATA, pageId, seq, total: totalFrames, indexFrames }, blocks[f.b].packed),
+    );
+    const pieces: IndexPiece[] = ranges.map((r, k) => ({
+      ordinal: k,
+      fragment,
+      mode: flat.mode,
+      firstNode: r.firstNode,
+      nodeCount: r.nodeCount,
+      firstSlot: slotsBefore[r.firstNode],
+      slotCount: slotsBefore[r.firstNode + r.nodeCount] - slotsBefore[r.firstNode],
+      firstPieces: [piecesBefore[0][r.firstNode], piecesBefore[1][r.firstNode], piecesBefore[2][r.firstNode]],
+      chain: r.chain,
+      nodes: nodes.slice(r.firstNode - 1, r.firstNode - 1 + r.nodeCount),
+      firstBlock: r.blocks.length > 0 ? r.blocks[0] : 0,
+      blocks: r.blocks.map((b) => ({ block: b, stream: blocks[b].stream, firstPiece: blocks[b].firstPiece, pieces: blocks[b].pieces.length, digest: blockDigests[b], seq: seqOfBlock[b] })),
+      pageDigest: k === 0 ? pageDigest : null,
+    }));
+    return {
+      pageDigest,
+      pageId,
+      frames,
+      indexFrames,
+      blocks: blocks.length,
+      indexBytes: indexPayloads.reduce((s, p) => s + p.length, 0),
+      indexRawBytes: bodies.reduce((s, b) => s + b.length, 0),
+      dataTextBytes,
+      pieces,
+    };
+  }
+}
+
+/** The slots a node carries (an element's long attribute values, or the node's own text / comment). */
+function nodeSlots(nd: IndexNode): SlotRef[] {
+  if (nd.kind === 'element') return nd.attrs.flatMap((a) => (a.slot ? [a.slot] : []));
+  if (nd.kind === 'text-slot' || nd.kind === 'comment-slot') return [nd.ref];
+  return [];
+}
+
+/** A block's payload: varint pieceCount | pieceCount × (varint byteLength | UTF-8). */
+function blockPayload(pieces: ReadonlyArray<[number, Uint8Array]>): Uint8Array {
+  let size = varintSize(pieces.length);
+  for (const [, p] of pieces) size += varintSize(p.length) + p.length;
+  const w = new GrowWriter();
+  w.varint(pieces.length);
+  for (const [, p] of pieces) {
+    w.varint(p.length);
+    w.bytes(p);
+  }
+  const out = w.result();
+  if (out.length !== size) throw new Error('internal: block size');
+  return out;
+}
+
+/** Splits a block that does not fit in two: between pieces, or inside its one piece at a safe boundary. */
+function splitPieces(pieces: Array<[number, Uint8Array]>): [Array<[number, Uint8Array]>, Array<[number, Uint8Array]>] {
+  if (pieces.length > 1) {
+    const h = pieces.length >> 1;
+    return [pieces.slice(0, h), pieces.slice(h)];
+  }
+  const [slot, bytes] = pieces[0];
+  let k = forcedCut(bytes, 0, bytes.length >> 1);
+  if (k === 0) k = forcedCut(bytes, 0, bytes.length - 1);
+  if (k === 0) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a piece cannot be cut');
+  return [[[slot, bytes.subarray(0, k)]], [[slot, bytes.subarray(k)]]];
+}
+
+/** Cuts one stream's slot texts into blocks of pieces: content-defined boundaries, or packed to the budget. */
+function cutStream(texts: readonly Uint8Array[], budget: number, mode: 'content' | 'packed'): Array<Array<[number, Uint8Array]>> {
+  const out: Array<Array<[number, Uint8Array]>> = [];
+  let cur: Array<[number, Uint8Array]> = [];
+  let used = 0;
+  const sink: CutSink = {
+    addPiece(slot, piece) {
+      cur.push([slot, piece]);
+      used += varintSize(piece.length) + piece.length;
+    },
+    startSlot() {},
+    closeBlock() {
+      if (cur.length === 0) return;
+      out.push(cur);
+      cur = [];
+      used = 0;
+    },
+    used: () => used,
+    pieces: () => cur.length,
+  };
+  if (mode === 'content') cutContent(texts, budget, sink);
+  else cutPacked(texts, budget, sink);
+  sink.closeBlock();
+  return out;
+}
+
+/** Every block filled to the budget (the layout before content-defined cuts). */
+function cutPacked(texts: readonly Uint8Array[], budget: number, sink: CutSink): void {
   const MIN_PIECE = 24;
-  const slotBytes = slotTexts.map((t) => utf8.encode(t));
-  for (const b of slotBytes) dataTextBytes += b.length;
-  const addPiece = (slot: number, piece: Uint8Array): void => {
-    cur.push(piece);
-    used += varintSize(piece.length) + piece.length;
-    slotNodes[slot].parts++;
-    pieceCount++;
-  };
-  const startSlot = (slot: number): void => {
-    slotNodes[slot].firstPiece = pieceCount;
-  };
-  if ((opts.blockCut ?? 'content') === 'content') cutContent(slotBytes, budget, { addPiece, startSlot, closeBlock, used: () => used, pieces: () => cur.length });
-  else for (let s = 0; s < slotTexts.length; s++) {
-    const bytes = slotBytes[s];
-    const slot = slotNodes[s];
-    slot.firstPiece = pieceCount;
+  for (let s = 0; s < texts.length; s++) {
+    const bytes = texts[s];
+    sink.startSlot(s);
     let off = 0;
     while (off < bytes.length) {
-      const space = budget - used - 2; // piece lengths stay < 16384: a 2-byte varint
+      const space = budget - sink.used() - 2;
       const left = bytes.length - off;
-      if (left > space && space < MIN_PIECE && cur.length > 0) {
-        closeBlock();
+      if (left > space && space < MIN_PIECE && sink.pieces() > 0) {
+        sink.closeBlock();
         continue;
       }
       let n = Math.min(left, space);
       if (n < left) {
         n = forcedCut(bytes, off, n);
         if (n === 0) {
-          closeBlock();
+          sink.closeBlock();
           continue;
         }
       }
-      cur.push(bytes.subarray(off, off + n));
-      used += varintSize(n) + n;
+      sink.addPiece(s, bytes.subarray(off, off + n));
       off += n;
-      slot.parts++;
-      pieceCount++;
-      if (used >= budget - 2 - MIN_PIECE) closeBlock();
+      if (sink.used() >= budget - 2 - MIN_PIECE) sink.closeBlock();
     }
   }
-  closeBlock();
-
-  const sk: Skeleton = {
-    fragment,
-    mode,
-    children,
-    nodeCount,
-    slotCount: slotTexts.length,
-    pieceCount,
-    blocks,
-    pieceSlot: new Uint32Array(0),
-    piecePart: new Uint32Array(0),
-    slotParts: Uint32Array.from(slotNodes, (n) => n.parts),
-  };
-  const body = encodeIndexBody(sk);
-
-  // 3. Page digest over the canonical encoding.
-  let total = body.length;
-  for (const p of payloads) total += p.length;
-  const canon = new Uint8Array(total);
-  canon.set(body, 0);
-  let o = body.length;
-  for (const p of payloads) {
-    canon.set(p, o);
-    o += p.length;
-  }
-  const pageDigest = opts.sha256(canon).slice(0, DIGEST_BYTES);
-  const pageId = pageDigest.slice(0, PAGE_ID_BYTES);
-
-  // 4. Index frames: frame 0 = meta + start of body; the rest continue the body.
-  const meta = new Uint8Array(INDEX_META_BYTES);
-  meta.set(pageDigest, 0);
-  new DataView(meta.buffer).setUint32(32, body.length);
-  meta.set(opts.sha256(body).slice(0, DIGEST_BYTES), 36);
-  const indexChunks: Uint8Array[] = [];
-  const first = Math.min(body.length, maxPayload - INDEX_META_BYTES);
-  const c0 = new Uint8Array(INDEX_META_BYTES + first);
-  c0.set(meta, 0);
-  c0.set(body.subarray(0, first), INDEX_META_BYTES);
-  indexChunks.push(c0);
-  for (let p = first; p < body.length; p += maxPayload) indexChunks.push(body.subarray(p, Math.min(body.length, p + maxPayload)));
-
-  const indexFrames = indexChunks.length;
-  const totalFrames = indexFrames + payloads.length;
-  const id = new Uint8Array(8);
-  const frames: Uint8Array[] = [];
-  indexChunks.forEach((c, i) =>
-    frames.push(encodeFrame({ id, kind: FRAME_KIND.INDEX, pageId, seq: i, total: totalFrames, indexFrames }, c)),
-  );
-  payloads.forEach((p, i) =>
-    frames.push(encodeFrame({ id, kind: FRAME_KIND.DATA, pageId, seq: indexFrames + i, total: totalFrames, indexFrames }, p)),
-  );
-  return {
-    pageDigest,
-    pageId,
-    frames,
-    indexFrames,
-    blocks: payloads.length,
-    indexBytes: body.length,
-    dataTextBytes,
-    skeleton: sk,
-  };
 }
 
 /**

@@ -45,8 +45,16 @@ export const REJECT = {
   HOLD_FULL: 'CATP_ERR_HOLD_FULL',
   /** The index does not decode: bad tag, depth, counts, a slot pointing at nothing or twice at a block... */
   BAD_INDEX: 'CATP_ERR_BAD_INDEX',
-  /** The reassembled index does not match the digest in index frame 0. */
+  /** An index frame does not match its own check digest (corrupted on the way). */
   INDEX_DIGEST: 'CATP_ERR_INDEX_DIGEST',
+  /** Two index frames contradict each other: overlapping node ranges, a node or ancestor described two ways. */
+  INDEX_CONFLICT: 'CATP_ERR_INDEX_CONFLICT',
+  /** An index frame attaches a node to a parent that does not exist (not an open ancestor in the frame). */
+  BAD_ATTACH: 'CATP_ERR_BAD_ATTACH',
+  /** An index frame would nest the tree deeper than the limit. */
+  TOO_DEEP: 'CATP_ERR_TOO_DEEP',
+  /** A frame's payload names an unknown codec, does not decompress, or decompresses past the limit. */
+  BAD_CODEC: 'CATP_ERR_BAD_CODEC',
   /** A data frame's payload does not decode (piece counts/lengths, bad UTF-8). */
   BAD_BLOCK: 'CATP_ERR_BAD_BLOCK',
   /** A data frame does not match the block digest the index gives. */

@@ -2,12 +2,14 @@
 export { CatpError, REJECT, CATP_ERR, LocalProtocolError, RemoteProtocolError, ProtocolError, isProtocolError } from './errors';
 export type { CatpRejectCode } from './errors';
 export * from './wire';
-export * from './skeleton';
-export { encodePage, encodeTree, INDEX_META_BYTES, DIGEST_BYTES, INLINE_WHITESPACE_MAX } from './encoder';
+export * from './index-piece';
+export * from './payload-codec';
+export { TAG_NAMES, ATTR_NAMES } from './names';
+export { encodePage, encodeTree, CHECK_BYTES, DIGEST_BYTES, INLINE_WHITESPACE_MAX, CONTEXT_INLINE_MAX, ATTR_INLINE_MAX, COMMENT_INLINE_MAX } from './encoder';
 export { ReuseGate } from './reuse-gate';
 export type { ReuseOptions, ReuseStats } from './reuse-gate';
 export type { EncodeOptions, EncodedPage, Sha256 } from './encoder';
-export { CatpAssembler, DEFAULT_ASSEMBLER_LIMITS } from './assembler';
+export { CatpAssembler, DEFAULT_ASSEMBLER_LIMITS, slotRefs } from './assembler';
 export type { AssemblerOptions, AssemblerLimits, CatpEvent, RawEvent, RawAssemblerEvent, ReceiveResult, SlotFill } from './assembler';
 export { RepairReceiver, RepairSender } from './repair';
 export type { ReceiverOptions, SenderOptions, SenderStats } from './repair';

@@ -40,7 +40,7 @@
  */
 import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
 import { ReuseGate, type ReuseOptions } from './reuse-gate';
-import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
+import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, FRAME_KIND, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
 
 export interface ReceiverOptions {
   /** Request ID for the report datagrams (default: taken from the first frame). */
@@ -364,6 +364,11 @@ export class RepairSender {
   private readonly idleTimeoutMs: number;
   private readonly burstMs: number;
   private nextNew = 0;
+  /** Frame kinds (1 = index: resent before anything else) and the index frames in send order. */
+  private readonly isIndex: Uint8Array;
+  private readonly indexSeqs: number[];
+  /** While a reuse hold lasts, the first pass sends index frames only: the next one to look at. */
+  private nextIdx = 0;
   private readonly idxQ = new SeqQueue();
   private readonly dataQ = new SeqQueue();
   private readonly queued: Uint8Array;
@@ -387,7 +392,7 @@ export class RepairSender {
   /**
    * @param frames the page's frames (from encodePage / encodeRaw), with any request ID; each is copied
    *   and stamped with `opts.requestId` when sent.
-   * @param indexFrames how many leading frames are index frames (resent before anything else).
+   * @param indexFrames how many of them are index frames (each frame's kind byte says which).
    */
   constructor(
     private readonly frames: readonly Uint8Array[],
@@ -416,6 +421,12 @@ export class RepairSender {
     this.lastSentAt = new Float64Array(this.n);
     this.stats = { sent: 0, resent: 0, reports: 0, badReports: {}, rate: this.rate * 1000, srttMs: this.initialRtt, rateDecreases: 0 };
     this.reuse = opts.reuse ? new ReuseGate(this.n, opts.reuse) : null;
+    this.isIndex = Uint8Array.from(frames, (f) => (f.length > 10 && f[10] === FRAME_KIND.INDEX ? 1 : 0));
+    this.indexSeqs = [];
+    this.isIndex.forEach((v, i) => {
+      if (v === 1) this.indexSeqs.push(i);
+    });
+    void this.indexFrames;
   }
 
   get finished(): boolean {
@@ -423,12 +434,19 @@ export class RepairSender {
   }
 
   private hasWork(): boolean {
-    return this.idxQ.size > 0 || this.dataQ.size > 0 || this.nextNew < this.newEnd();
+    return this.idxQ.size > 0 || this.dataQ.size > 0 || (this.reuse?.holding ? this.heldIndexLeft() : this.newLeft());
   }
 
-  /** First-pass frames may go up to here (the index only, while a reuse hold lasts). */
-  private newEnd(): number {
-    return this.reuse ? this.reuse.newEnd(this.indexFrames) : this.n;
+  /** First-pass frames not sent yet (frames sent during a reuse hold are passed over). */
+  private newLeft(): boolean {
+    while (this.nextNew < this.n && this.sendCount[this.nextNew] > 0) this.nextNew++;
+    return this.nextNew < this.n;
+  }
+
+  /** Index frames not sent yet (the first pass while a reuse hold lasts). */
+  private heldIndexLeft(): boolean {
+    while (this.nextIdx < this.indexSeqs.length && this.sendCount[this.indexSeqs[this.nextIdx]] > 0) this.nextIdx++;
+    return this.nextIdx < this.indexSeqs.length;
   }
 
   private fail(msg: string): void {
@@ -491,8 +509,11 @@ export class RepairSender {
   /** Which frame goes next: index resends, then missing data interleaved 1:1 with the first pass. */
   private pick(): number | undefined {
     let seq: number | undefined = this.idxQ.shift();
-    if (seq === undefined) {
-      const newLeft = this.nextNew < this.newEnd();
+    if (seq === undefined && this.reuse?.holding) {
+      if (this.heldIndexLeft()) seq = this.indexSeqs[this.nextIdx++];
+      else if (this.dataQ.size > 0) seq = this.dataQ.shift();
+    } else if (seq === undefined) {
+      const newLeft = this.newLeft();
       if (this.dataQ.size > 0 && (!newLeft || this.turnResend)) {
         seq = this.dataQ.shift();
         this.turnResend = false;
@@ -510,7 +531,7 @@ export class RepairSender {
     const sentAt = this.lastSentAt[seq];
     if (nowMs - sentAt < rto && !(sentAt < lostBefore)) return false;
     this.queued[seq] = 1;
-    if (seq < this.indexFrames) this.idxQ.push(seq);
+    if (this.isIndex[seq] === 1) this.idxQ.push(seq);
     else this.dataQ.push(seq);
     return true;
   }
@@ -563,7 +584,7 @@ export class RepairSender {
       for (const q of this.reuse.onReport(r, nowMs)) {
         if (q < this.nextNew && this.sendCount[q] === 0 && this.queued[q] === 0) {
           this.queued[q] = 1;
-          if (q < this.indexFrames) this.idxQ.push(q);
+          if (this.isIndex[q] === 1) this.idxQ.push(q);
           else this.dataQ.push(q);
         }
       }
@@ -575,7 +596,8 @@ export class RepairSender {
     const lostBefore = this.deliveredSentAt - srtt / 4;
     let lost = 0;
     if (r.total === 0) {
-      for (let s = 0; s < Math.max(1, this.indexFrames) && s < this.n; s++) if (this.queue(s, nowMs, rto, lostBefore)) lost++;
+      // nothing received yet: the first frame (index frame 0) again
+      if (this.n > 0 && this.queue(0, nowMs, rto, lostBefore)) lost++;
     }
     for (const [s, e] of r.missing) {
       const end = Math.min(e, this.n);

@@ -70,11 +70,6 @@ export class ReuseGate {
     this.stats.holdEndedAfterMs = this.startedAt === null ? 0 : nowMs - this.startedAt;
   }
 
-  /** First-pass frames may go up to (not including) this frame number. */
-  newEnd(indexFrames: number): number {
-    return this.holding ? Math.min(indexFrames, this.n) : this.n;
-  }
-
   isHeld(seq: number): boolean {
     return this.held[seq] === 1;
   }

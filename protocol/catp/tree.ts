@@ -1,137 +1,326 @@
 /**
  * Applying assembler events to a tree, through a small adapter interface (parse5's tree-adapter idea).
  *
- * `CatpTreeBuilder` turns `skeleton-ready` into nodes (a placeholder text node per slot) and
- * `block-filled` into text updates. The same builder drives a real DOM in the renderer (a DOM sink) and
- * a parse5 default-tree-adapter document in tests ({@link parse5Sink}), so a test can compare
- * `parse5.serialize(builder.root)` with `parse5.serialize(parse5.parse(original))`.
+ * `CatpTreeBuilder` turns each `index-piece` into nodes the moment it arrives — under provisional ancestors when
+ * the frame with its real ancestors is not here yet (their attributes follow when it is) — and `block-filled`
+ * into slot content. Every node is numbered (pre-order), so wherever and whenever a node arrives it is inserted
+ * before its next present sibling: the finished tree is exactly parse5's, whatever the arrival order.
+ * Placeholders mark what is still missing: a `<catp-missing>` element before a visible text slot still waiting
+ * for data, and one where an index frame that should precede an arrived one has not come yet.
+ *
+ * The same builder drives the browser (the host records the sink's calls as DOM operations for the renderer,
+ * app/browser/dom-recorder.ts) and a parse5 default-tree-adapter document in tests ({@link parse5Sink}), so a
+ * test compares `parse5.serialize(builder.root)` with `parse5.serialize(parse5.parse(original))`.
  */
 import { defaultTreeAdapter } from 'parse5';
 import type { DefaultTreeAdapterMap } from 'parse5';
-import type { CatpAttr, DocumentMode, Skeleton, SkeletonNode } from './skeleton';
-import type { CatpEvent } from './assembler';
+import type { CatpEvent, SlotFill } from './assembler';
+import { NS_HTML, STREAM, type CatpAttr, type DocumentMode, type IndexAttr, type IndexPiece, type SlotRef } from './index-piece';
 
-/** What a tree needs to offer. `P` is a node that can hold children, `T` a text node. */
-export interface CatpTreeSink<P, T> {
-  createRoot(fragment: boolean, mode: DocumentMode): P;
-  /** Create an element, append it to `parent`, return it. */
-  appendElement(parent: P, tagName: string, namespace: string, attrs: CatpAttr[]): P;
-  /** The content fragment of a template element just created (create it if the tree needs that). */
-  templateContent(template: P): P;
-  appendText(parent: P, value: string): T;
-  setText(node: T, value: string): void;
-  appendComment(parent: P, data: string): void;
-  appendDoctype(parent: P, name: string, publicId: string, systemId: string): void;
+/** What a tree needs to offer. `H` is a handle to any node. */
+export interface CatpTreeSink<H> {
+  /** A new, empty document (or fragment); returns its handle. */
+  reset(fragment: boolean, mode: DocumentMode): H;
+  /** A detached element. */
+  element(tagName: string, namespace: string, attrs: CatpAttr[]): H;
+  /** Set these attributes on an element (one it has keeps its place; a new one is appended). */
+  setAttrs(element: H, attrs: CatpAttr[]): void;
+  text(value: string): H;
+  comment(data: string): H;
+  doctype(name: string, publicId: string, systemId: string): H;
+  /** The content fragment of a template element (created on first call). */
+  templateContent(template: H): H;
+  /** A detached placeholder element (`<catp-missing>`): kind 'slot' (text to come) or 'index' (a piece to come). */
+  placeholder(kind: 'slot' | 'index', label: string): H;
+  /** Insert `node` into `parent` before `before` (null: at the end). */
+  insertBefore(parent: H, node: H, before: H | null): void;
+  remove(node: H): void;
+  /** New data of a text or comment node. */
+  setText(node: H, value: string): void;
 }
 
-export class CatpTreeBuilder<P, T> {
-  root: P | null = null;
-  private slotNodes: T[] = [];
-  private slotParts: string[][] = [];
+interface NodeState<H> {
+  h: H;
+  /** Placeholders standing right before this node (the first is where a sibling inserted after goes). */
+  fronts: H[];
+  /** Numbers of the children present, ascending (for parents only). */
+  children: number[] | null;
+  provisional: boolean;
+}
 
-  constructor(private readonly sink: CatpTreeSink<P, T>) {}
+interface SlotState<H> {
+  ref: SlotRef;
+  target: 'text' | 'comment' | 'attr';
+  node: number;
+  h: H;
+  attr: IndexAttr | null;
+  parts: string[];
+  done: Uint8Array;
+  left: number;
+  placeholder: H | null;
+}
+
+/** Index of the first element greater than v in an ascending array. */
+function upper(a: readonly number[], v: number): number {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (a[mid] <= v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+export class CatpTreeBuilder<H> {
+  root: H | null = null;
+  private readonly nodes = new Map<number, NodeState<H>>();
+  private readonly slots = new Map<number, SlotState<H>>();
+  /** Index frame ordinal -> the placeholder standing for the frame before it, and the node it stands before. */
+  private readonly gaps = new Map<number, { ph: H; node: number }>();
+  private readonly pieces = new Map<number, IndexPiece>();
+  /** Text slots still waiting for data, and placeholders shown. */
+  missingSlots = 0;
+
+  constructor(private readonly sink: CatpTreeSink<H>) {}
 
   /** Apply one event; returns true when the tree changed. Unknown / irrelevant events are ignored. */
   apply(ev: CatpEvent): boolean {
-    if (ev.type === 'skeleton-ready') {
-      this.build(ev.skeleton);
+    if (ev.type === 'index-piece') {
+      this.addPiece(ev.piece);
+      for (const f of ev.fills) this.fill(f);
       return true;
     }
     if (ev.type === 'block-filled') {
-      if (this.root === null) return false;
-      for (const f of ev.fills) {
-        const parts = this.slotParts[f.slot];
-        if (parts === undefined) continue;
-        parts[f.part] = f.text;
-        this.sink.setText(this.slotNodes[f.slot], parts.join(''));
-      }
-      return ev.fills.length > 0;
+      let changed = false;
+      for (const f of ev.fills) changed = this.fill(f) || changed;
+      return changed;
     }
     return false;
   }
 
-  private build(sk: Skeleton): void {
-    const sink = this.sink;
-    this.root = sink.createRoot(sk.fragment, sk.mode);
-    this.slotNodes = new Array(sk.slotCount);
-    this.slotParts = new Array(sk.slotCount);
-    // Explicit stack: depth is bounded by the decoder, but no recursion anyway.
-    const stack: Array<{ parent: P; list: SkeletonNode[]; i: number }> = [{ parent: this.root, list: sk.children, i: 0 }];
-    while (stack.length > 0) {
-      const top = stack[stack.length - 1];
-      if (top.i >= top.list.length) {
-        stack.pop();
-        continue;
+  private ensureRoot(p: IndexPiece): NodeState<H> {
+    let r = this.nodes.get(0);
+    if (r === undefined) {
+      this.root = this.sink.reset(p.fragment, p.mode);
+      r = { h: this.root, fronts: [], children: [], provisional: false };
+      this.nodes.set(0, r);
+    }
+    return r;
+  }
+
+  private lead(n: number): H {
+    const s = this.nodes.get(n) as NodeState<H>;
+    return s.fronts.length > 0 ? s.fronts[0] : s.h;
+  }
+
+  /** Puts node n (handle h) under `parent` before its next present sibling. */
+  private place(parent: number, n: number, h: H, fronts: H[] = []): NodeState<H> {
+    const p = this.nodes.get(parent) as NodeState<H>;
+    const kids = p.children as number[];
+    const at = upper(kids, n);
+    const before = at < kids.length ? this.lead(kids[at]) : null;
+    kids.splice(at, 0, n);
+    this.sink.insertBefore(p.h, h, before);
+    for (const f of fronts) this.sink.insertBefore(p.h, f, h);
+    const st: NodeState<H> = { h, fronts, children: null, provisional: false };
+    this.nodes.set(n, st);
+    return st;
+  }
+
+  private addPiece(p: IndexPiece): void {
+    this.ensureRoot(p);
+    this.pieces.set(p.ordinal, p);
+    // Ancestors not here yet stand in provisionally (right tag, no attributes until their own piece comes).
+    let parent = 0;
+    for (const c of p.chain) {
+      if (!this.nodes.has(c.n)) {
+        if (c.content) {
+          const h = this.sink.templateContent((this.nodes.get(parent) as NodeState<H>).h);
+          this.nodes.set(c.n, { h, fronts: [], children: [], provisional: true });
+        } else {
+          const st = this.place(parent, c.n, this.sink.element(c.tagName, c.namespace, []));
+          st.children = [];
+          st.provisional = true;
+        }
       }
-      const n = top.list[top.i++];
-      switch (n.kind) {
+      parent = c.n;
+    }
+    for (const nd of p.nodes) {
+      const known = this.nodes.get(nd.n);
+      switch (nd.kind) {
         case 'element': {
-          const el = sink.appendElement(top.parent, n.tagName, n.namespace, n.attrs);
-          if (n.content) stack.push({ parent: sink.templateContent(el), list: n.content, i: 0 });
-          stack.push({ parent: el, list: n.children, i: 0 });
+          const attrs = nd.attrs.map(plainAttr);
+          if (known !== undefined) {
+            // a provisional ancestor: its attributes now
+            if (attrs.length > 0) this.sink.setAttrs(known.h, attrs);
+            known.provisional = false;
+          } else {
+            const st = this.place(nd.parent, nd.n, this.sink.element(nd.tagName, nd.namespace, attrs));
+            st.children = [];
+          }
+          for (const a of nd.attrs) if (a.slot) this.addSlot(a.slot, 'attr', nd.n, (this.nodes.get(nd.n) as NodeState<H>).h, a);
+          break;
+        }
+        case 'content': {
+          if (known !== undefined) known.provisional = false;
+          else this.nodes.set(nd.n, { h: this.sink.templateContent((this.nodes.get(nd.parent) as NodeState<H>).h), fronts: [], children: [], provisional: false });
           break;
         }
         case 'text':
-          sink.appendText(top.parent, n.value);
-          break;
-        case 'slot':
-          this.slotNodes[n.slot] = sink.appendText(top.parent, '');
-          this.slotParts[n.slot] = new Array<string>(n.parts).fill('');
+          this.place(nd.parent, nd.n, this.sink.text(nd.value));
           break;
         case 'comment':
-          sink.appendComment(top.parent, n.data);
+          this.place(nd.parent, nd.n, this.sink.comment(nd.data));
           break;
         case 'doctype':
-          sink.appendDoctype(top.parent, n.name, n.publicId, n.systemId);
+          this.place(nd.parent, nd.n, this.sink.doctype(nd.name, nd.publicId, nd.systemId));
           break;
+        case 'text-slot': {
+          const h = this.sink.text('');
+          const ph = nd.ref.stream === STREAM.VISIBLE ? this.sink.placeholder('slot', `waiting for slot ${nd.ref.slot}`) : null;
+          this.place(nd.parent, nd.n, h, ph === null ? [] : [ph]);
+          this.addSlot(nd.ref, 'text', nd.n, h, null, ph);
+          break;
+        }
+        case 'comment-slot': {
+          const h = this.sink.comment('');
+          this.place(nd.parent, nd.n, h);
+          this.addSlot(nd.ref, 'comment', nd.n, h, null);
+          break;
+        }
       }
     }
+    // This piece fills the gap before the next one; a gap before it is marked until the previous one comes.
+    const next = this.gaps.get(p.ordinal + 1);
+    if (next !== undefined) this.removeFront(next.node, next.ph, p.ordinal + 1);
+    if (p.ordinal > 0 && p.nodes.length > 0 && !this.pieces.has(p.ordinal - 1)) {
+      const first = this.nodes.get(p.firstNode) as NodeState<H>;
+      const parentState = this.nodes.get(p.nodes[0].parent) as NodeState<H>;
+      const ph = this.sink.placeholder('index', `waiting for index frame ${p.ordinal - 1}`);
+      this.sink.insertBefore(parentState.h, ph, this.lead(p.firstNode));
+      first.fronts.unshift(ph);
+      this.gaps.set(p.ordinal, { ph, node: p.firstNode });
+    }
+  }
+
+  private removeFront(n: number, ph: H, gap: number): void {
+    const st = this.nodes.get(n);
+    if (st !== undefined) {
+      const i = st.fronts.indexOf(ph);
+      if (i >= 0) st.fronts.splice(i, 1);
+    }
+    this.sink.remove(ph);
+    this.gaps.delete(gap);
+  }
+
+  private addSlot(ref: SlotRef, target: SlotState<H>['target'], node: number, h: H, attr: IndexAttr | null, placeholder: H | null = null): void {
+    this.slots.set(ref.slot, {
+      ref,
+      target,
+      node,
+      h,
+      attr,
+      parts: new Array<string>(ref.parts).fill(''),
+      done: new Uint8Array(ref.parts),
+      left: ref.parts,
+      placeholder,
+    });
+    if (placeholder !== null) this.missingSlots++;
+  }
+
+  private fill(f: SlotFill): boolean {
+    const s = this.slots.get(f.slot);
+    if (s === undefined || f.part < 0 || f.part >= s.parts.length) return false;
+    if (s.done[f.part] === 0) {
+      s.done[f.part] = 1;
+      s.left--;
+    }
+    s.parts[f.part] = f.text;
+    const value = s.parts.length === 1 ? f.text : s.parts.join('');
+    if (s.target === 'attr') {
+      // an attribute is set once whole: half a URL or path is worse than none
+      if (s.left === 0 && s.attr !== null) this.sink.setAttrs(s.h, [{ ...plainAttr(s.attr), value }]);
+    } else this.sink.setText(s.h, value);
+    if (s.left === 0 && s.placeholder !== null) {
+      const st = this.nodes.get(s.node);
+      if (st !== undefined) {
+        const i = st.fronts.indexOf(s.placeholder);
+        if (i >= 0) st.fronts.splice(i, 1);
+      }
+      this.sink.remove(s.placeholder);
+      s.placeholder = null;
+      this.missingSlots--;
+    }
+    return true;
   }
 }
 
+function plainAttr(a: IndexAttr): CatpAttr {
+  const c: CatpAttr = { name: a.name, value: a.value };
+  if (a.namespace !== undefined) c.namespace = a.namespace;
+  if (a.prefix !== undefined) c.prefix = a.prefix;
+  return c;
+}
+
+type P5Node = DefaultTreeAdapterMap['node'];
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
-type P5Text = DefaultTreeAdapterMap['textNode'];
 
 /** A sink that builds a parse5 default-tree-adapter document (or fragment). */
-export const parse5Sink: CatpTreeSink<P5Parent, P5Text> = {
-  createRoot(fragment, mode) {
+export const parse5Sink: CatpTreeSink<P5Node> = {
+  reset(fragment, mode) {
     if (fragment) return defaultTreeAdapter.createDocumentFragment();
     const d = defaultTreeAdapter.createDocument();
     defaultTreeAdapter.setDocumentMode(d, mode as DefaultTreeAdapterMap['document']['mode']);
     return d;
   },
-  appendElement(parent, tagName, namespace, attrs) {
-    const el = defaultTreeAdapter.createElement(
-      tagName,
-      namespace as DefaultTreeAdapterMap['element']['namespaceURI'],
-      attrs.map((a) => ({ ...a })),
-    );
-    defaultTreeAdapter.appendChild(parent, el);
-    return el;
+  element(tagName, namespace, attrs) {
+    return defaultTreeAdapter.createElement(tagName, namespace as DefaultTreeAdapterMap['element']['namespaceURI'], attrs.map((a) => ({ ...a })));
+  },
+  setAttrs(element, attrs) {
+    const el = element as DefaultTreeAdapterMap['element'];
+    for (const a of attrs) {
+      const have = el.attrs.find((x) => x.name === a.name && x.namespace === a.namespace);
+      if (have) have.value = a.value;
+      else el.attrs.push({ ...a });
+    }
+  },
+  text(value) {
+    return defaultTreeAdapter.createTextNode(value);
+  },
+  comment(data) {
+    return defaultTreeAdapter.createCommentNode(data);
+  },
+  doctype(name, publicId, systemId) {
+    return { nodeName: '#documentType', name, publicId, systemId, parentNode: null } as DefaultTreeAdapterMap['documentType'];
   },
   templateContent(template) {
+    const t = template as DefaultTreeAdapterMap['template'];
+    if (t.content) return t.content;
     const content = defaultTreeAdapter.createDocumentFragment();
-    defaultTreeAdapter.setTemplateContent(template as DefaultTreeAdapterMap['template'], content);
+    defaultTreeAdapter.setTemplateContent(t, content);
     return content;
   },
-  appendText(parent, value) {
-    const t = defaultTreeAdapter.createTextNode(value);
-    defaultTreeAdapter.appendChild(parent, t);
-    return t;
+  placeholder(kind, label) {
+    return defaultTreeAdapter.createElement('catp-missing', NS_HTML as DefaultTreeAdapterMap['element']['namespaceURI'], [
+      { name: 'data-catp-kind', value: kind },
+      { name: 'title', value: label },
+    ]);
+  },
+  insertBefore(parent, node, before) {
+    if (before === null) defaultTreeAdapter.appendChild(parent as P5Parent, node as DefaultTreeAdapterMap['childNode']);
+    else defaultTreeAdapter.insertBefore(parent as P5Parent, node as DefaultTreeAdapterMap['childNode'], before as DefaultTreeAdapterMap['childNode']);
+  },
+  remove(node) {
+    defaultTreeAdapter.detachNode(node as DefaultTreeAdapterMap['childNode']);
   },
   setText(node, value) {
-    node.value = value;
-  },
-  appendComment(parent, data) {
-    defaultTreeAdapter.appendChild(parent, defaultTreeAdapter.createCommentNode(data));
-  },
-  appendDoctype(parent, name, publicId, systemId) {
-    const d: DefaultTreeAdapterMap['documentType'] = { nodeName: '#documentType', name, publicId, systemId, parentNode: null };
-    defaultTreeAdapter.appendChild(parent, d);
+    if (node.nodeName === '#comment') (node as DefaultTreeAdapterMap['commentNode']).data = value;
+    else (node as DefaultTreeAdapterMap['textNode']).value = value;
   },
 };
 
 /** Convenience: a builder over a fresh parse5 tree. */
-export function parse5TreeBuilder(): CatpTreeBuilder<P5Parent, P5Text> {
+export function parse5TreeBuilder(): CatpTreeBuilder<P5Node> {
   return new CatpTreeBuilder(parse5Sink);
 }

@@ -7,11 +7,11 @@
  *   off size field
  *    0   8   request ID (DHTTP)
  *    8   1   magic 0xCA
- *    9   1   version (1)
+ *    9   1   version (2)
  *   10   1   kind: 1 index, 2 data, 3 raw (in-order mode)
  *   11   1   flags: bit 0 REUSE (the sender honours exhaustive reports: see below); others reserved, 0
  *   12   8   page id = first 8 bytes of the page digest (detects frames of another page / version)
- *   20   4   seq: frame number, 0 <= seq < total (index frames first, then one data frame per block)
+ *   20   4   seq: frame number, 0 <= seq < total, in send order (index and data frames interleaved)
  *   24   4   total: number of frames of the page
  *   28   4   indexFrames: how many of them are index frames (0 for raw)
  *   32   …   payload (at most 1428 bytes: a frame is at most MAX_DATAGRAM_PAYLOAD = 1460 bytes)
@@ -28,7 +28,8 @@ import { REJECT, Reject } from './errors';
 export { ID_BYTES, MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES };
 
 export const CATP_MAGIC = 0xca;
-export const CATP_VERSION = 1;
+/** 2: index frames that stand alone (index-piece.ts), frames in send order, compressed payloads. */
+export const CATP_VERSION = 2;
 export const FRAME_KIND = { INDEX: 1, DATA: 2, RAW: 3, REPORT: 4 } as const;
 export type FrameKind = (typeof FRAME_KIND)[keyof typeof FRAME_KIND];
 export const PAGE_ID_BYTES = 8;
@@ -108,8 +109,8 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
   if (kind === FRAME_KIND.RAW) {
     if (indexFrames !== 0) throw new Reject(REJECT.INCONSISTENT_HEADER, 'raw frames have no index');
   } else {
+    // Index and data frames interleave in send order: the kind byte (and the index's block table) say which is which.
     if (indexFrames === 0 || indexFrames > total) throw new Reject(REJECT.INCONSISTENT_HEADER, 'indexFrames');
-    if ((kind === FRAME_KIND.INDEX) !== seq < indexFrames) throw new Reject(REJECT.WRONG_KIND, 'kind does not match seq');
   }
   return {
     id: b.subarray(0, ID_BYTES),

@@ -1,0 +1,489 @@
+/**
+ * The CATP index, cut into pieces that stand alone. Each index frame carries one *piece*: a contiguous pre-order
+ * range of the page's nodes, with everything needed to put them on screen without any other index frame:
+ *
+ *  - every node is numbered (pre-order, the document itself is 0, its first child 1) and names its parent by
+ *    number, so a piece attaches wherever its parents are, in any arrival order;
+ *  - the piece starts with its *chain*: the ancestors of its first node (number, tag, namespace), so a piece
+ *    whose ancestors are in a frame not yet here can still be placed under provisional ancestors (their
+ *    attributes follow when their own piece arrives);
+ *  - slots (text runs, long comments, long attribute values whose content travels in data frames) are numbered
+ *    from the piece's `firstSlot`, their pieces from `firstPieces[stream]`;
+ *  - the blocks whose first piece falls in this piece are described here (stream, pieces, digest, and the frame
+ *    number that carries them), so their data frames can be checked and painted as soon as they arrive.
+ *
+ * Body (the decoded bytes of an index frame; frame.ts wraps it with a check digest and compression), varints
+ * LEB128:
+ *
+ *   u8 flags: bit 0 fragment, bits 1-2 document mode, bit 3 the page digest ends the body (index frame 0)
+ *   varint ordinal (index frame number, 0-based) | varint firstNode | varint nodeCount | varint firstSlot
+ *   3 × varint firstPiece (per stream: context, visible, deferred)
+ *   varint chainLength, chainLength × (varint n − previous n, u8 kind (0-3 element namespace as below, 4 template
+ *     content), [name], [namespace string when kind 3])
+ *   nodeCount × node: u8 type | varint n − parent (≥ 1) | fields
+ *     1 element : u8 namespace (0 html, 1 svg, 2 mathml, 3 string follows), tag name, [namespace string],
+ *                 varint attrCount, attrCount × attr
+ *     2 text    : string                   3 text slot    : u8 stream, varint parts
+ *     4 comment : string                   7 comment slot : u8 stream, varint parts
+ *     5 doctype : string name, publicId, systemId
+ *     6 content : (a template's content fragment; its parent is the template)
+ *   attr = u8 flags (bits 0-2 namespace: 0 none, 1 xlink, 2 xml, 3 xmlns, 4 string follows; bit 3 prefix;
+ *          bit 4 value in a slot), attr name, [namespace string], [prefix (attr name)], value string or
+ *          (u8 stream, varint parts)
+ *   varint firstBlock | varint blockCount | blockCount × (u8 stream, varint firstPiece, varint pieces,
+ *     16-byte digest, u24 frame number)
+ *   [32-byte page digest]
+ *   name   = varint code: 0 then a string (a literal name), k ≥ 1 = static table entry k-1 (names.ts)
+ *   string = varint byteLength, UTF-8
+ *
+ * The decoder treats every byte as hostile: counts are checked against the bytes left and the limits, the tree
+ * shape is checked against a stack of open ancestors (a node's parent must be open: the root, a chain entry, or
+ * an element or content of this piece not yet closed), depth is bounded, nothing recurses.
+ */
+import { REJECT, Reject } from './errors';
+import { ATTR_CODE, ATTR_NAMES, TAG_CODE, TAG_NAMES } from './names';
+import { ByteReader, GrowWriter } from './wire';
+
+export type DocumentMode = 'no-quirks' | 'quirks' | 'limited-quirks';
+
+export interface CatpAttr {
+  name: string;
+  value: string;
+  namespace?: string;
+  prefix?: string;
+}
+
+export const NS_HTML = 'http://www.w3.org/1999/xhtml';
+export const NS_SVG = 'http://www.w3.org/2000/svg';
+export const NS_MATHML = 'http://www.w3.org/1998/Math/MathML';
+export const NS_XLINK = 'http://www.w3.org/1999/xlink';
+export const NS_XML = 'http://www.w3.org/XML/1998/namespace';
+export const NS_XMLNS = 'http://www.w3.org/2000/xmlns/';
+
+/**
+ * Which stream a slot's text travels in, which decides when its blocks are sent: context (long `<style>` text
+ * and other head text: right after its index frame, repaired like the index), visible (body text and long
+ * attribute values: in document order), deferred (script bodies, comments, template content, `<noscript>`,
+ * event handlers and data-* values: nothing a user sees, sent last).
+ */
+export const STREAM = { CONTEXT: 0, VISIBLE: 1, DEFERRED: 2 } as const;
+export type Stream = 0 | 1 | 2;
+export const STREAMS = 3;
+
+export const BLOCK_DIGEST_BYTES = 16;
+export const PAGE_DIGEST_BYTES = 32;
+
+/** A slot: content that arrives in data frames, as `parts` pieces of stream `stream` from `firstPiece` on. */
+export interface SlotRef {
+  slot: number;
+  stream: Stream;
+  parts: number;
+  firstPiece: number;
+}
+
+export interface IndexAttr extends CatpAttr {
+  /** The value arrives in data frames (`value` is '' until then). */
+  slot?: SlotRef;
+}
+
+export type IndexNode =
+  | { kind: 'element'; n: number; parent: number; tagName: string; namespace: string; attrs: IndexAttr[] }
+  | { kind: 'text'; n: number; parent: number; value: string }
+  | { kind: 'comment'; n: number; parent: number; data: string }
+  | { kind: 'text-slot'; n: number; parent: number; ref: SlotRef }
+  | { kind: 'comment-slot'; n: number; parent: number; ref: SlotRef }
+  | { kind: 'doctype'; n: number; parent: number; name: string; publicId: string; systemId: string }
+  /** A template's content fragment (its parent is the template element). */
+  | { kind: 'content'; n: number; parent: number };
+
+/** An ancestor of a piece's first node: an element, or a template's content fragment (tagName ''). */
+export interface ChainEntry {
+  n: number;
+  content: boolean;
+  tagName: string;
+  namespace: string;
+}
+
+export interface BlockInfo {
+  block: number;
+  stream: Stream;
+  firstPiece: number;
+  pieces: number;
+  /** First 16 bytes of sha-256 over the block's (decompressed) payload. */
+  digest: Uint8Array;
+  /** Frame number (seq) of the data frame that carries the block. */
+  seq: number;
+}
+
+export interface IndexPiece {
+  ordinal: number;
+  fragment: boolean;
+  mode: DocumentMode;
+  firstNode: number;
+  nodeCount: number;
+  firstSlot: number;
+  slotCount: number;
+  firstPieces: [number, number, number];
+  chain: ChainEntry[];
+  nodes: IndexNode[];
+  firstBlock: number;
+  blocks: BlockInfo[];
+  /** The page digest (index frame 0 only). */
+  pageDigest: Uint8Array | null;
+}
+
+export interface IndexLimits {
+  /** Deepest element nesting accepted (default 2048). */
+  maxDepth: number;
+  /** Most nodes in one page (default 1,048,576). */
+  maxNodes: number;
+  /** Most attributes on one element (default 4096). */
+  maxAttrs: number;
+}
+
+export const DEFAULT_INDEX_LIMITS: IndexLimits = { maxDepth: 2048, maxNodes: 1 << 20, maxAttrs: 4096 };
+
+const EL_NS = [NS_HTML, NS_SVG, NS_MATHML];
+const ATTR_NS = ['', NS_XLINK, NS_XML, NS_XMLNS];
+const MODES: DocumentMode[] = ['no-quirks', 'quirks', 'limited-quirks'];
+
+const T_ELEMENT = 1;
+const T_TEXT = 2;
+const T_TEXT_SLOT = 3;
+const T_COMMENT = 4;
+const T_DOCTYPE = 5;
+const T_CONTENT = 6;
+const T_COMMENT_SLOT = 7;
+const CHAIN_CONTENT = 4;
+const FLAG_FRAGMENT = 1;
+const FLAG_DIGEST = 8;
+const ATTR_SLOT = 16;
+const ATTR_PREFIX = 8;
+
+const enc = new TextEncoder();
+const dec = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function writeString(w: GrowWriter, s: string): void {
+  const b = enc.encode(s);
+  w.varint(b.length);
+  w.bytes(b);
+}
+
+function writeName(w: GrowWriter, s: string, codes: ReadonlyMap<string, number>): void {
+  const k = codes.get(s);
+  if (k !== undefined) w.varint(k + 1);
+  else {
+    w.varint(0);
+    writeString(w, s);
+  }
+}
+
+function elNsCode(ns: string): number {
+  const c = EL_NS.indexOf(ns);
+  return c < 0 ? 3 : c;
+}
+
+function writeSlot(w: GrowWriter, ref: SlotRef): void {
+  w.u8(ref.stream);
+  w.varint(ref.parts);
+}
+
+/** One node's bytes (frame-independent: parents are relative, names come from static tables). */
+export function encodeNode(w: GrowWriter, node: IndexNode): void {
+  const rel = node.n - node.parent;
+  switch (node.kind) {
+    case 'element': {
+      w.u8(T_ELEMENT);
+      w.varint(rel);
+      const ns = elNsCode(node.namespace);
+      w.u8(ns);
+      writeName(w, node.tagName, TAG_CODE);
+      if (ns === 3) writeString(w, node.namespace);
+      w.varint(node.attrs.length);
+      for (const a of node.attrs) {
+        let an = 0;
+        if (a.namespace !== undefined) {
+          an = ATTR_NS.indexOf(a.namespace);
+          if (an <= 0) an = 4;
+        }
+        w.u8(an | (a.prefix !== undefined ? ATTR_PREFIX : 0) | (a.slot ? ATTR_SLOT : 0));
+        writeName(w, a.name, ATTR_CODE);
+        if (an === 4) writeString(w, a.namespace as string);
+        if (a.prefix !== undefined) writeName(w, a.prefix, ATTR_CODE);
+        if (a.slot) writeSlot(w, a.slot);
+        else writeString(w, a.value);
+      }
+      return;
+    }
+    case 'text':
+      w.u8(T_TEXT);
+      w.varint(rel);
+      writeString(w, node.value);
+      return;
+    case 'comment':
+      w.u8(T_COMMENT);
+      w.varint(rel);
+      writeString(w, node.data);
+      return;
+    case 'text-slot':
+      w.u8(T_TEXT_SLOT);
+      w.varint(rel);
+      writeSlot(w, node.ref);
+      return;
+    case 'comment-slot':
+      w.u8(T_COMMENT_SLOT);
+      w.varint(rel);
+      writeSlot(w, node.ref);
+      return;
+    case 'doctype':
+      w.u8(T_DOCTYPE);
+      w.varint(rel);
+      writeString(w, node.name);
+      writeString(w, node.publicId);
+      writeString(w, node.systemId);
+      return;
+    case 'content':
+      w.u8(T_CONTENT);
+      w.varint(rel);
+      return;
+  }
+}
+
+/** The bytes before a piece's nodes: flags, position, chain. */
+export function encodePieceHead(
+  w: GrowWriter,
+  p: Pick<IndexPiece, 'ordinal' | 'fragment' | 'mode' | 'firstNode' | 'nodeCount' | 'firstSlot' | 'firstPieces' | 'chain'>,
+  withDigest: boolean,
+): void {
+  w.u8((p.fragment ? FLAG_FRAGMENT : 0) | (MODES.indexOf(p.mode) << 1) | (withDigest ? FLAG_DIGEST : 0));
+  w.varint(p.ordinal);
+  w.varint(p.firstNode);
+  w.varint(p.nodeCount);
+  w.varint(p.firstSlot);
+  for (const f of p.firstPieces) w.varint(f);
+  w.varint(p.chain.length);
+  let prev = 0;
+  for (const c of p.chain) {
+    w.varint(c.n - prev);
+    prev = c.n;
+    if (c.content) w.u8(CHAIN_CONTENT);
+    else {
+      const ns = elNsCode(c.namespace);
+      w.u8(ns);
+      writeName(w, c.tagName, TAG_CODE);
+      if (ns === 3) writeString(w, c.namespace);
+    }
+  }
+}
+
+/** Bytes of one block description (the frame number is a fixed 3 bytes, so sizes do not depend on it). */
+export const BLOCK_INFO_MAX_BYTES = 1 + 5 + 5 + BLOCK_DIGEST_BYTES + 3;
+
+export function encodeBlockInfo(w: GrowWriter, b: BlockInfo): void {
+  w.u8(b.stream);
+  w.varint(b.firstPiece);
+  w.varint(b.pieces);
+  w.bytes(b.digest.subarray(0, BLOCK_DIGEST_BYTES));
+  w.u8((b.seq >>> 16) & 0xff);
+  w.u8((b.seq >>> 8) & 0xff);
+  w.u8(b.seq & 0xff);
+}
+
+/** A whole piece body (encoder side, tests). */
+export function encodePieceBody(p: IndexPiece): Uint8Array {
+  const w = new GrowWriter();
+  encodePieceHead(w, p, p.pageDigest !== null);
+  for (const n of p.nodes) encodeNode(w, n);
+  w.varint(p.firstBlock);
+  w.varint(p.blocks.length);
+  for (const b of p.blocks) encodeBlockInfo(w, b);
+  if (p.pageDigest !== null) w.bytes(p.pageDigest.subarray(0, PAGE_DIGEST_BYTES));
+  return w.result();
+}
+
+function readString(r: ByteReader): string {
+  const n = r.varint();
+  const b = r.bytes(n);
+  try {
+    return dec.decode(b);
+  } catch {
+    throw new Reject(REJECT.BAD_INDEX, 'bad UTF-8');
+  }
+}
+
+function readName(r: ByteReader, table: readonly string[]): string {
+  const k = r.varint();
+  if (k === 0) return readString(r);
+  if (k > table.length) throw new Reject(REJECT.BAD_INDEX, 'name code');
+  return table[k - 1];
+}
+
+function readStream(r: ByteReader): Stream {
+  const s = r.u8();
+  if (s >= STREAMS) throw new Reject(REJECT.BAD_INDEX, 'stream');
+  return s as Stream;
+}
+
+/**
+ * Decode one piece body. Checks everything a single frame can show (shape, depth, counts, limits); what only
+ * several frames together can show (overlaps, contradictions) is the assembler's. Throws {@link Reject} only.
+ * `maxBlock` / `maxSeq`: block numbers and frame numbers must be below these (from the frame header).
+ */
+export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock: number, maxSeq: number): IndexPiece {
+  const r = new ByteReader(body, 0, REJECT.BAD_INDEX);
+  const flags = r.u8();
+  if (flags & ~15) throw new Reject(REJECT.BAD_INDEX, 'piece flags');
+  const modeCode = (flags >> 1) & 3;
+  if (modeCode > 2) throw new Reject(REJECT.BAD_INDEX, 'mode');
+  const ordinal = r.varint();
+  const firstNode = r.varint();
+  const nodeCount = r.varint();
+  const firstSlot = r.varint();
+  const firstPieces: [number, number, number] = [r.varint(), r.varint(), r.varint()];
+  // A piece may hold blocks only (nodeCount 0): the blocks a huge slot introduces spill into pieces of their own.
+  if (firstNode < 1 || firstNode - 1 + nodeCount > limits.maxNodes + (nodeCount === 0 ? 1 : 0)) throw new Reject(REJECT.ABSURD_COUNT, 'node range');
+  if (nodeCount * 2 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'node count');
+  const chainLen = r.varint();
+  if (chainLen > limits.maxDepth) throw new Reject(REJECT.TOO_DEEP, 'chain');
+  if (nodeCount === 0 && chainLen > 0) throw new Reject(REJECT.BAD_INDEX, 'a chain without nodes');
+  if (chainLen * 2 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'chain length');
+  const chain: ChainEntry[] = [];
+  // Open ancestors: the root (0), then the chain, then this piece's open elements / contents.
+  // isTemplate: an HTML <template> (may hold a content node); isContent: a content fragment.
+  const stack: Array<{ n: number; isTemplate: boolean; hasContent: boolean }> = [{ n: 0, isTemplate: false, hasContent: false }];
+  let prev = 0;
+  for (let i = 0; i < chainLen; i++) {
+    const n = prev + r.varint();
+    if (n === prev || n >= firstNode) throw new Reject(REJECT.BAD_ATTACH, 'chain numbers');
+    prev = n;
+    const kind = r.u8();
+    if (kind === CHAIN_CONTENT) {
+      const top = stack[stack.length - 1];
+      if (!top.isTemplate || top.hasContent) throw new Reject(REJECT.BAD_ATTACH, 'content outside a template');
+      top.hasContent = true;
+      chain.push({ n, content: true, tagName: '', namespace: '' });
+      stack.push({ n, isTemplate: false, hasContent: false });
+      continue;
+    }
+    if (kind > 3) throw new Reject(REJECT.BAD_INDEX, 'chain kind');
+    const tagName = readName(r, TAG_NAMES);
+    const namespace = kind === 3 ? readString(r) : EL_NS[kind];
+    chain.push({ n, content: false, tagName, namespace });
+    stack.push({ n, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
+  }
+  const nodes: IndexNode[] = new Array(nodeCount);
+  const pieceAt: [number, number, number] = [firstPieces[0], firstPieces[1], firstPieces[2]];
+  let slot = firstSlot;
+  const slotRef = (): SlotRef => {
+    const stream = readStream(r);
+    const parts = r.varint();
+    if (parts === 0 || parts > r.buf.length * 1428) throw new Reject(REJECT.BAD_INDEX, 'slot parts');
+    const ref: SlotRef = { slot: slot++, stream, parts, firstPiece: pieceAt[stream] };
+    pieceAt[stream] += parts;
+    if (pieceAt[stream] > 0xffffffff || slot > 0xffffffff) throw new Reject(REJECT.ABSURD_COUNT, 'pieces');
+    return ref;
+  };
+  for (let i = 0; i < nodeCount; i++) {
+    const n = firstNode + i;
+    const type = r.u8();
+    const rel = r.varint();
+    const parent = n - rel;
+    if (rel < 1 || parent < 0) throw new Reject(REJECT.BAD_ATTACH, 'parent number');
+    // Close everything above the parent; the parent must be open.
+    while (stack.length > 0 && stack[stack.length - 1].n !== parent) {
+      if (stack[stack.length - 1].n < parent) break;
+      stack.pop();
+    }
+    if (stack.length === 0 || stack[stack.length - 1].n !== parent) throw new Reject(REJECT.BAD_ATTACH, `node ${n}: parent ${parent} is not open`);
+    const top = stack[stack.length - 1];
+    if (i === 0 && parent !== (chain.length > 0 ? chain[chain.length - 1].n : 0)) throw new Reject(REJECT.BAD_ATTACH, 'first node is not a child of the chain');
+    switch (type) {
+      case T_ELEMENT: {
+        const nsCode = r.u8();
+        if (nsCode > 3) throw new Reject(REJECT.BAD_INDEX, 'element namespace');
+        const tagName = readName(r, TAG_NAMES);
+        const namespace = nsCode === 3 ? readString(r) : EL_NS[nsCode];
+        const attrCount = r.varint();
+        if (attrCount > limits.maxAttrs || attrCount * 3 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'attr count');
+        const attrs: IndexAttr[] = new Array(attrCount);
+        for (let a = 0; a < attrCount; a++) {
+          const af = r.u8();
+          if (af & ~31) throw new Reject(REJECT.BAD_INDEX, 'attr flags');
+          const an = af & 7;
+          if (an > 4) throw new Reject(REJECT.BAD_INDEX, 'attr namespace');
+          const attr: IndexAttr = { name: readName(r, ATTR_NAMES), value: '' };
+          if (an === 4) attr.namespace = readString(r);
+          else if (an > 0) attr.namespace = ATTR_NS[an];
+          if (af & ATTR_PREFIX) attr.prefix = readName(r, ATTR_NAMES);
+          if (af & ATTR_SLOT) attr.slot = slotRef();
+          else attr.value = readString(r);
+          attrs[a] = attr;
+        }
+        nodes[i] = { kind: 'element', n, parent, tagName, namespace, attrs };
+        if (stack.length >= limits.maxDepth + 1) throw new Reject(REJECT.TOO_DEEP);
+        stack.push({ n, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
+        break;
+      }
+      case T_TEXT:
+        nodes[i] = { kind: 'text', n, parent, value: readString(r) };
+        break;
+      case T_COMMENT:
+        nodes[i] = { kind: 'comment', n, parent, data: readString(r) };
+        break;
+      case T_TEXT_SLOT:
+        nodes[i] = { kind: 'text-slot', n, parent, ref: slotRef() };
+        break;
+      case T_COMMENT_SLOT:
+        nodes[i] = { kind: 'comment-slot', n, parent, ref: slotRef() };
+        break;
+      case T_DOCTYPE: {
+        if (parent !== 0) throw new Reject(REJECT.BAD_ATTACH, 'doctype below the root');
+        nodes[i] = { kind: 'doctype', n, parent, name: readString(r), publicId: readString(r), systemId: readString(r) };
+        break;
+      }
+      case T_CONTENT: {
+        if (!top.isTemplate || top.hasContent) throw new Reject(REJECT.BAD_ATTACH, 'content outside a template');
+        top.hasContent = true;
+        nodes[i] = { kind: 'content', n, parent };
+        if (stack.length >= limits.maxDepth + 1) throw new Reject(REJECT.TOO_DEEP);
+        stack.push({ n, isTemplate: false, hasContent: false });
+        break;
+      }
+      default:
+        throw new Reject(REJECT.BAD_INDEX, `node type ${type}`);
+    }
+  }
+  const firstBlock = r.varint();
+  const blockCount = r.varint();
+  if (blockCount * (3 + BLOCK_DIGEST_BYTES + 3) > r.remaining || firstBlock + blockCount > maxBlock) throw new Reject(REJECT.BAD_INDEX, 'block table');
+  const blocks: BlockInfo[] = new Array(blockCount);
+  for (let i = 0; i < blockCount; i++) {
+    const stream = readStream(r);
+    const firstPiece = r.varint();
+    const pieces = r.varint();
+    if (pieces === 0 || pieces > 1428) throw new Reject(REJECT.BAD_INDEX, 'block pieces');
+    const digest = r.bytes(BLOCK_DIGEST_BYTES).slice();
+    const s = r.bytes(3);
+    const seq = (s[0] << 16) | (s[1] << 8) | s[2];
+    if (seq >= maxSeq) throw new Reject(REJECT.BAD_INDEX, 'block frame number');
+    blocks[i] = { block: firstBlock + i, stream, firstPiece, pieces, digest, seq };
+  }
+  let pageDigest: Uint8Array | null = null;
+  if (flags & FLAG_DIGEST) pageDigest = r.bytes(PAGE_DIGEST_BYTES).slice();
+  if (r.remaining !== 0) throw new Reject(REJECT.BAD_INDEX, 'trailing bytes');
+  return {
+    ordinal,
+    fragment: (flags & FLAG_FRAGMENT) !== 0,
+    mode: MODES[modeCode],
+    firstNode,
+    nodeCount,
+    firstSlot,
+    slotCount: slot - firstSlot,
+    firstPieces,
+    chain,
+    nodes,
+    firstBlock,
+    blocks,
+    pageDigest,
+  };
+}
