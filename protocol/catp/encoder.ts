@@ -91,7 +91,7 @@ export interface EncodeOptions {
    * the rest (block reuse). 'packed': every block filled to its text budget.
    */
   blockCut?: 'content' | 'packed';
-  /** Text bytes a data block aims at before compression (default 4096 with a codec; without, what fits a frame). */
+  /** Text bytes a data block aims at before compression (default 8192 with a codec; without, what fits a frame). */
   blockTextBytes?: number;
 }
 
@@ -312,7 +312,7 @@ function encodeOnce(
 
   // 1. Cut each stream's slot text into blocks that fit a frame once packed.
   const dataBudget = maxPayload; // packed payload (method byte included) must fit
-  const textBudget = Math.max(64, Math.min(16000, opts.blockTextBytes ?? (codec ? 4096 : dataBudget - 4)));
+  const textBudget = Math.max(64, Math.min(16000, opts.blockTextBytes ?? (codec ? 8192 : dataBudget - 4)));
   let dataTextBytes = 0;
   const blocks: BlockDraft[] = [];
   for (let s = 0 as Stream; s < STREAMS; s = (s + 1) as Stream) {
@@ -542,7 +542,7 @@ function encodeOnce(
 
   // 3. Send order and frame numbers, then the final bytes. A final compression that comes out larger than the
   //    search's (rare) repartitions with a wider margin.
-  for (let margin = 4; ; margin *= 4) {
+  for (let margin = 16; ; margin *= 4) {
     const ranges = partition(margin);
     const introducedBy: number[] = new Array(blocks.length).fill(-1);
     ranges.forEach((r, k) => {
