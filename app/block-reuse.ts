@@ -3,7 +3,7 @@
 // them (verified), storing a completed page's blocks for the next load, and the bytes / time that saved.
 // The protocol objects (assembler, receiver) stay sans-IO: this file does the store's IO and hands them bytes.
 import { parseTarget } from '../protocol/dhttp';
-import { HEADER_BYTES, type CatpAssembler, type Skeleton } from '../protocol/catp';
+import { HEADER_BYTES, type BlockInfo, type CatpAssembler } from '../protocol/catp';
 import type { PayloadStore } from './payload-store';
 
 /** What reuse did for one CATP load (LoadResult.reuse, the `catp:reuse` channel, `catp get -v`, the HUD). */
@@ -111,14 +111,15 @@ export class BlockReuse {
   }
 
   /**
-   * Looks every block of a just-verified skeleton up in the store and reads the hits (each read verifies the
+   * Looks every block of a page whose index is complete up in the store and reads the hits (each read verifies the
    * bytes against their sha-256; a bad copy is removed and counted `corrupt`). Lookups are in memory and
    * scoped to the page's site: a block held only for another site is a miss, decided in the same steps.
    */
-  async fill(url: string, skeleton: Skeleton): Promise<LocalFill> {
+  async fill(url: string, blocks: readonly BlockInfo[]): Promise<LocalFill> {
     const wanted = new Map<string, number[]>();
     let crossSiteMisses = 0;
-    skeleton.blocks.forEach((b, i) => {
+    blocks.forEach((b) => {
+      const i = b.block;
       const look = this.store.lookupBlock(b.digest, url);
       if (!look.hit) {
         if (look.reason === 'other-site') crossSiteMisses++;
@@ -151,14 +152,12 @@ export class BlockReuse {
 
   /** Stores the blocks of a completed page that came over the network (reused ones are already held). */
   storeBlocks(url: string, assembler: CatpAssembler): number {
-    const sk = assembler.skeleton;
-    if (sk === null) return 0;
     let n = 0;
     const seen = new Set<string>();
-    for (let b = 0; b < sk.blocks.length; b++) {
-      const got = assembler.blockPayload(b);
+    for (const info of assembler.knownBlocks()) {
+      const got = assembler.blockPayload(info.block);
       if (got === null || got.local) continue;
-      const key = Buffer.from(sk.blocks[b].digest).toString('hex');
+      const key = Buffer.from(info.digest).toString('hex');
       if (seen.has(key)) continue;
       seen.add(key);
       this.remember(key, got.payload); // verified by the assembler against the index

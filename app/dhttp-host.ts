@@ -22,7 +22,7 @@ import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
 import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
 import { BlockReuse, frameBytes, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
-import { CatpAssembler, type Skeleton } from '../protocol/catp';
+import { CatpAssembler, type BlockInfo } from '../protocol/catp';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -469,7 +469,7 @@ export class DhttpHost {
    * Block reuse, once the page's index is verified: looks its blocks up in the store, reads the hits, fills them
    * through the assembler and tells the server what is held. Runs beside the frames still arriving.
    */
-  private async fillFromStore(load: Load, skeleton: Skeleton): Promise<void> {
+  private async fillFromStore(load: Load, blocks: readonly BlockInfo[]): Promise<void> {
     const state = load.reuse;
     const reuse = this.reuse;
     if (state === null || reuse === null || state.filling) return;
@@ -477,7 +477,7 @@ export class DhttpHost {
     const t0 = performance.now();
     let fill: LocalFill;
     try {
-      fill = await reuse.fill(load.url, skeleton);
+      fill = await reuse.fill(load.url, blocks);
     } catch {
       fill = { payloads: new Map(), crossSiteMisses: 0, corrupt: 0 };
     }
@@ -503,8 +503,7 @@ export class DhttpHost {
     const session = load.session;
     if (reuse === null || !(session.assembler instanceof CatpAssembler)) return null;
     const assembler = session.assembler;
-    const sk = assembler.skeleton;
-    if (sk === null) return null;
+    if (!assembler.progress().indexReady) return null;
     reuse.storeBlocks(load.url, assembler);
     const span = session.arrivalSpan();
     reuse.noteArrivals(load.url, span.frames, span.bytes, span.spanMs);
@@ -518,7 +517,7 @@ export class DhttpHost {
       url: load.url,
       asked: load.reuse?.asked ?? false,
       acked,
-      blocks: sk.blocks.length,
+      blocks: assembler.progress().blocks,
       reused: local.reused,
       crossSiteMisses: load.reuse?.crossSiteMisses ?? 0,
       corrupt: load.reuse?.corrupt ?? 0,
@@ -648,8 +647,10 @@ export class DhttpHost {
         const load = this.loads.get(event.requestId);
         load?.options.onFrame?.(record, outcome.events);
         if (load?.reuse && !load.reuse.filling) {
-          const ready = outcome.events.find((e) => e.type === 'skeleton-ready');
-          if (ready !== undefined && ready.type === 'skeleton-ready') void this.fillFromStore(load, ready.skeleton);
+          // the index is complete: every block's digest is known
+          if (outcome.events.some((e) => e.type === 'index-complete') && session.assembler instanceof CatpAssembler) {
+            void this.fillFromStore(load, session.assembler.knownBlocks());
+          }
         }
         if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record });
         this.onStreamOutcome(session, outcome, event.receivedAtMs);

@@ -10,6 +10,7 @@ import {
   type RawAssemblerEvent,
 } from '../protocol/catp';
 import { hexToId } from '../protocol/dhttp';
+import { catpCodec } from './catp-codec';
 
 export type StreamMode = 'catp' | 'inorder';
 export type StreamEvent = CatpEvent | RawAssemblerEvent;
@@ -33,7 +34,8 @@ export interface FrameRecord {
 }
 
 export type Displayable =
-  | { type: 'skeleton-ready'; blocks: number; slots: number }
+  | { type: 'index-piece'; ordinal: number; nodes: number }
+  | { type: 'index-complete'; blocks: number; slots: number }
   | { type: 'block-filled'; block: number }
   | { type: 'prefix-extended'; length: number; total: number }
   | { type: 'page-complete' };
@@ -50,8 +52,10 @@ export function sha256(bytes: Uint8Array): Uint8Array {
 
 function displayable(ev: StreamEvent): Displayable | null {
   switch (ev.type) {
-    case 'skeleton-ready':
-      return { type: 'skeleton-ready', blocks: ev.blocks, slots: ev.slots };
+    case 'index-piece':
+      return { type: 'index-piece', ordinal: ev.piece.ordinal, nodes: ev.piece.nodeCount };
+    case 'index-complete':
+      return { type: 'index-complete', blocks: ev.blocks, slots: ev.slots };
     case 'block-filled':
       return { type: 'block-filled', block: ev.block };
     case 'prefix-extended':
@@ -89,7 +93,7 @@ export class StreamSession {
     private readonly startedRealtimeNs: bigint,
     private readonly send: (report: Uint8Array) => void,
   ) {
-    const options = { sha256, requestId: hexToId(requestId), otherPort };
+    const options = { sha256, codec: catpCodec, requestId: hexToId(requestId), otherPort };
     this.assembler = mode === 'catp' ? new CatpAssembler(options) : new RawAssembler(options);
   }
 
@@ -107,8 +111,10 @@ export class StreamSession {
     this.lastFrameAtMs = nowMs;
     this.bytes += data.length;
     const r = this.assembler.receive(data, nowMs);
-    const ix = this.localBlocks.size > 0 && r.code === 'CATP_DUPLICATE' && r.seq !== undefined ? this.indexFrames : null;
-    if (ix !== null && this.localBlocks.has((r.seq as number) - ix)) this.arrivedAnyway.add((r.seq as number) - ix);
+    if (this.localBlocks.size > 0 && r.code === 'CATP_DUPLICATE' && r.seq !== undefined && this.assembler instanceof CatpAssembler) {
+      const b = this.assembler.blockAtSeq(r.seq);
+      if (b !== null && this.localBlocks.has(b)) this.arrivedAnyway.add(b);
+    }
     const outcome = this.drain(nowMs);
     const record: FrameRecord = {
       atMs: nowMs - this.startedAtMs,
@@ -121,12 +127,6 @@ export class StreamSession {
       displayable: outcome.events.map(displayable).filter((d): d is Displayable => d !== null),
     };
     return { record, outcome };
-  }
-
-  /** Index frames of the page (frame numbers before the first block), once the skeleton is known. */
-  private get indexFrames(): number | null {
-    if (!(this.assembler instanceof CatpAssembler) || this.assembler.skeleton === null) return null;
-    return this.assembler.receiver.total - this.assembler.progress().blocks;
   }
 
   /**

@@ -11,7 +11,9 @@
 // `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
 import { createHash } from 'crypto';
 import type * as dgram from 'dgram';
-import { encodePage, encodeRaw, FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
+import * as zlib from 'node:zlib';
+
+import { brotliCodec, encodePage, encodeRaw, FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
 
 export type CatpMode = 'catp' | 'inorder';
 
@@ -159,6 +161,8 @@ export function pickRate(header: string | null, defaultRate: number, maxRate: nu
 }
 
 const sha256 = (bytes: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(bytes).digest());
+/** Frames are compressed one by one with brotli at its best quality: an encoded page is cached per file version. */
+const codec = brotliCodec(zlib);
 
 /** What a session needs of an encoded page (the skeleton is not kept: it would pin the parsed tree). */
 interface Encoded {
@@ -215,7 +219,7 @@ export function encodeForMode(mode: CatpMode, body: Uint8Array, blockCut: 'conte
   let frames: Uint8Array[];
   let indexFrames: number;
   if (mode === 'catp') {
-    const p = encodePage(body, { sha256, blockCut });
+    const p = encodePage(body, { sha256, codec, blockCut });
     frames = p.frames;
     indexFrames = p.indexFrames;
   } else {

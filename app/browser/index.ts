@@ -6,4 +6,5 @@ export { startBrowserSession, defaultRendererDir, type BrowserSession, type Brow
 export { openAppWindow, openHeadless, chromiumFlags, chromiumAvailable, CHROMIUM_PATH } from './chromium';
 export { startLossyRelay, type LossyRelay } from './lossy-relay';
 export { httpStream, StreamingResponseDecoder, HttpStreamError } from './http-stream';
-export { toWireSkeleton, dumpToParse5, serializeDump } from './wire';
+export { dumpToParse5, serializeDump } from './wire';
+export { DomOpRecorder } from './dom-recorder';

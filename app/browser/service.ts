@@ -22,7 +22,8 @@ import {
   type WireFrame,
 } from '../../protocol/browser/api';
 import { httpStream, type HttpStream } from './http-stream';
-import { toWireSkeleton } from './wire';
+import { CatpTreeBuilder } from '../../protocol/catp';
+import { DomOpRecorder } from './dom-recorder';
 
 export interface BrowserServiceOptions {
   host?: DhttpHost;
@@ -378,15 +379,24 @@ export class BrowserService {
     const decoder = new TextDecoder('utf-8');
     let textOffset = 0;
     const requestAt = load.requestAtEpochMs;
+    // CATP: the tree is built here, as DOM operations the renderer only applies (one `dom` event per frame).
+    const recorder = new DomOpRecorder();
+    const tree = new CatpTreeBuilder(recorder);
+    const sendDom = (pieces: number, blocks: number): void => {
+      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, ops: recorder.take(), pieces, blocks });
+    };
     const onFrame = (record: FrameRecord, events: StreamEvent[]) => {
       if (!this.live(load)) return;
+      let pieces = 0;
+      let blocks = 0;
       for (const ev of events) {
         switch (ev.type) {
-          case 'skeleton-ready':
-            this.emit({ type: 'skeleton', loadId: load.loadId, skeleton: toWireSkeleton(ev.skeleton) });
+          case 'index-piece':
+            tree.apply(ev);
+            pieces++;
             break;
           case 'block-filled':
-            this.emit({ type: 'block-filled', loadId: load.loadId, block: ev.block, fills: ev.fills.map((f) => ({ ...f })) });
+            if (tree.apply(ev)) blocks++;
             break;
           case 'prefix-extended': {
             const text = decoder.decode(ev.bytes, { stream: ev.length < ev.total });
@@ -398,6 +408,7 @@ export class BrowserService {
             break;
         }
       }
+      sendDom(pieces, blocks);
       const atEpochMs = record.kernelAtMs !== null ? requestAt + record.kernelAtMs : requestAt + record.atMs;
       this.emit({ type: 'frame', loadId: load.loadId, frame: stats.frame(record, atEpochMs) });
     };
@@ -407,11 +418,13 @@ export class BrowserService {
     let reused = 0;
     const onLocalFill = (events: StreamEvent[]) => {
       if (!this.live(load)) return;
+      let blocks = 0;
       for (const ev of events) {
         if (ev.type !== 'block-filled') continue;
         reused++;
-        this.emit({ type: 'block-filled', loadId: load.loadId, block: ev.block, fills: ev.fills.map((f) => ({ ...f })) });
+        if (tree.apply(ev)) blocks++;
       }
+      sendDom(0, blocks);
       this.saved(load, { blocksReused: reused });
     };
     const result = await this.host.load(load.url, {

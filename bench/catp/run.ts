@@ -1,14 +1,16 @@
 /**
- * CATP benchmark over the real-pages corpus: encode and assemble throughput (MB/s of HTML), index size and
- * frame overhead as a percentage of the page's bytes, frames per page. Prints a table and writes
- * bench/results/catp.json. Run from the project root: `npm run build && node dist/bench/catp/run.js`.
- * Corpus: $CATP_CORPUS or ../shared/corpus.
+ * CATP benchmark over the real-pages corpus: encode and assemble throughput (MB/s of HTML), index and all wire
+ * bytes as a percentage of the page's bytes and against the page's gzip size, where the index's (decoded) bytes
+ * go, frames per page. Prints a table and writes bench/results/catp.json.
+ * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
+ * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { CatpAssembler, encodePage, parse5TreeBuilder } from '../../protocol/catp';
+import * as zlib from 'node:zlib';
+import { brotliCodec, CatpAssembler, encodePage, parse5TreeBuilder, TAG_NAMES, ATTR_NAMES, type IndexPiece } from '../../protocol/catp';
 
 const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
 
@@ -24,6 +26,31 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 }
 
+const utf8 = new TextEncoder();
+const TAGS = new Set(TAG_NAMES);
+const ATTRS = new Set(ATTR_NAMES);
+
+/** Where an index's decoded bytes go (approximate: string payloads counted exactly, the rest is structure). */
+function breakdown(pieces: IndexPiece[]): Record<string, number> {
+  const b = { attrValues: 0, inlineText: 0, comments: 0, literalNames: 0, chains: 0, blockTable: 0, pageDigest: 0 };
+  for (const p of pieces) {
+    b.chains += p.chain.reduce((s, c) => s + 2 + (TAGS.has(c.tagName) || c.content ? 0 : utf8.encode(c.tagName).length + 1), 0);
+    b.blockTable += p.blocks.length * 22;
+    if (p.pageDigest) b.pageDigest += 32;
+    for (const n of p.nodes) {
+      if (n.kind === 'element') {
+        if (!TAGS.has(n.tagName)) b.literalNames += utf8.encode(n.tagName).length + 1;
+        for (const a of n.attrs) {
+          if (!a.slot) b.attrValues += utf8.encode(a.value).length;
+          if (!ATTRS.has(a.name)) b.literalNames += utf8.encode(a.name).length + 1;
+        }
+      } else if (n.kind === 'text') b.inlineText += utf8.encode(n.value).length;
+      else if (n.kind === 'comment') b.comments += utf8.encode(n.data).length;
+    }
+  }
+  return b;
+}
+
 function main(): void {
   const dir = corpus();
   if (!dir) {
@@ -32,27 +59,31 @@ function main(): void {
   }
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.html')).sort();
   const reps = Number(process.env.CATP_BENCH_REPS ?? 3);
+  const codec = brotliCodec(zlib, { finalQuality: Number(process.env.CATP_BENCH_QUALITY ?? 11) });
   const rows: Array<Record<string, number | string | boolean>> = [];
   let totBytes = 0;
   let encMs = 0;
   let asmMs = 0;
   let asmTreeMs = 0;
   let totIndex = 0;
+  let totIndexRaw = 0;
   let totWire = 0;
+  let totGzip = 0;
+  let totBrotli = 0;
   let totHeaders = 0;
+  const where: Record<string, number> = {};
   const framesPer: number[] = [];
+  console.log(`encoding ${files.length} pages (brotli final quality ${process.env.CATP_BENCH_QUALITY ?? 11}) ...`);
   for (const f of files) {
     const bytes = new Uint8Array(fs.readFileSync(path.join(dir, f)));
-    const html = new TextDecoder().decode(bytes);
-    // encode = parse5 parse + index/blocks + digests (what the server does per page)
-    let page = encodePage(html, { sha256 });
+    // encode = parse5 parse + index pieces + blocks + per-frame compression + digests (what the server does per page, once)
     let t = performance.now();
-    for (let i = 0; i < reps; i++) page = encodePage(html, { sha256 });
-    const enc = (performance.now() - t) / reps;
-    // assemble = receive every frame (reverse order) + verify digests + events, without building a tree
+    const page = encodePage(bytes, { sha256, codec });
+    const enc = performance.now() - t;
+    // assemble = receive every frame (reverse order) + decompress + verify digests + events, without building a tree
     t = performance.now();
     for (let i = 0; i < reps; i++) {
-      const a = new CatpAssembler({ sha256 });
+      const a = new CatpAssembler({ sha256, codec });
       for (let k = page.frames.length - 1; k >= 0; k--) {
         a.receive(page.frames[k], 0);
         while (a.nextEvent());
@@ -63,7 +94,7 @@ function main(): void {
     t = performance.now();
     let ok = false;
     for (let i = 0; i < reps; i++) {
-      const a = new CatpAssembler({ sha256 });
+      const a = new CatpAssembler({ sha256, codec });
       const b = parse5TreeBuilder();
       for (let k = page.frames.length - 1; k >= 0; k--) {
         a.receive(page.frames[k], 0);
@@ -75,13 +106,19 @@ function main(): void {
     }
     const asmTree = (performance.now() - t) / reps;
     const wire = page.frames.reduce((n, fr) => n + fr.length, 0);
+    const indexWire = page.indexBytes + page.indexFrames * 32;
+    const gz = zlib.gzipSync(bytes).length;
     totBytes += bytes.length;
     encMs += enc;
     asmMs += asm;
     asmTreeMs += asmTree;
-    totIndex += page.indexBytes;
+    totIndex += indexWire;
+    totIndexRaw += page.indexRawBytes;
     totWire += wire;
+    totGzip += gz;
+    totBrotli += zlib.brotliCompressSync(bytes).length;
     totHeaders += page.frames.length * 32;
+    for (const [k, v] of Object.entries(breakdown(page.pieces))) where[k] = (where[k] ?? 0) + v;
     framesPer.push(page.frames.length);
     rows.push({
       page: f,
@@ -89,28 +126,37 @@ function main(): void {
       frames: page.frames.length,
       indexFrames: page.indexFrames,
       dataFrames: page.blocks,
-      indexPct: +((100 * page.indexBytes) / bytes.length).toFixed(1),
+      indexPct: +((100 * indexWire) / bytes.length).toFixed(1),
       wirePct: +((100 * wire) / bytes.length).toFixed(1),
+      wireVsGzip: +(wire / gz).toFixed(2),
       encodeMs: +enc.toFixed(2),
       assembleMs: +asm.toFixed(2),
       complete: ok,
     });
   }
   const mb = totBytes / 1e6;
+  const structure = totIndexRaw - Object.values(where).reduce((s, v) => s + v, 0);
   const summary = {
     pages: files.length,
     htmlMB: +mb.toFixed(2),
-    encodeMBps: +(mb / (encMs / 1000)).toFixed(1),
+    encodeMBps: +(mb / (encMs / 1000)).toFixed(2),
     assembleMBps: +(mb / (asmMs / 1000)).toFixed(1),
     assembleWithTreeMBps: +(mb / (asmTreeMs / 1000)).toFixed(1),
     indexPctOfPage: +((100 * totIndex) / totBytes).toFixed(1),
     wireBytesPctOfPage: +((100 * totWire) / totBytes).toFixed(1),
+    gzipPctOfPage: +((100 * totGzip) / totBytes).toFixed(1),
+    brotliPctOfPage: +((100 * totBrotli) / totBytes).toFixed(1),
+    wireVsGzip: +(totWire / totGzip).toFixed(2),
     headerOverheadPct: +((100 * totHeaders) / totBytes).toFixed(2),
+    /** Decoded index bytes (before compression) as % of the page, and where they go, % of the decoded index. */
+    indexDecodedPctOfPage: +((100 * totIndexRaw) / totBytes).toFixed(1),
+    indexDecodedWhere: Object.fromEntries([...Object.entries(where), ['structure', structure]].map(([k, v]) => [k, +((100 * (v as number)) / totIndexRaw).toFixed(1)])),
     framesPerPage: { median: pct(framesPer, 50), p90: pct(framesPer, 90), max: Math.max(...framesPer) },
     indexPctPerPage: { median: pct(rows.map((r) => r.indexPct as number), 50), p90: pct(rows.map((r) => r.indexPct as number), 90) },
+    wireVsGzipPerPage: { median: pct(rows.map((r) => r.wireVsGzip as number), 50), p90: pct(rows.map((r) => r.wireVsGzip as number), 90) },
     allComplete: rows.every((r) => r.complete),
   };
-  console.log('page'.padEnd(44), 'bytes'.padStart(9), 'frames'.padStart(7), 'index'.padStart(6), 'index%'.padStart(7), 'wire%'.padStart(7), 'enc ms'.padStart(8), 'asm ms'.padStart(8));
+  console.log('page'.padEnd(44), 'bytes'.padStart(9), 'frames'.padStart(7), 'index'.padStart(6), 'index%'.padStart(7), 'wire%'.padStart(7), 'xgzip'.padStart(6), 'enc ms'.padStart(8), 'asm ms'.padStart(8));
   for (const r of rows) {
     console.log(
       String(r.page).slice(0, 44).padEnd(44),
@@ -119,6 +165,7 @@ function main(): void {
       String(r.indexFrames).padStart(6),
       String(r.indexPct).padStart(7),
       String(r.wirePct).padStart(7),
+      String(r.wireVsGzip).padStart(6),
       String(r.encodeMs).padStart(8),
       String(r.assembleMs).padStart(8),
     );

@@ -347,6 +347,16 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     return this.infos[block] ?? null;
   }
 
+  /** Every block the index frames here so far describe. */
+  knownBlocks(): BlockInfo[] {
+    return this.infos.filter((b): b is BlockInfo => b !== null);
+  }
+
+  /** The block frame `seq` carries, once the index frame describing it is here. */
+  blockAtSeq(seq: number): number | null {
+    return this.blockOfSeq.get(seq) ?? null;
+  }
+
   protected init(): void {
     const blocks = this.total - this.indexFrames;
     this.raw = new Array(this.total).fill(null);

@@ -15,7 +15,7 @@ export { RepairReceiver, RepairSender } from './repair';
 export type { ReceiverOptions, SenderOptions, SenderStats } from './repair';
 export { encodeRaw, RawAssembler, RAW_META_BYTES } from './raw';
 export type { EncodedRaw } from './raw';
-export { CatpTreeBuilder, parse5Sink, parse5TreeBuilder } from './tree';
+export { CatpTreeBuilder, Parse5TreeBuilder, parse5Sink, parse5TreeBuilder } from './tree';
 export type { CatpTreeSink } from './tree';
 
 import type { EncodedPage } from './encoder';

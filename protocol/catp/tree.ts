@@ -320,7 +320,12 @@ export const parse5Sink: CatpTreeSink<P5Node> = {
   },
 };
 
+/** A builder over a parse5 tree; its root is the parse5 document (or fragment) `parse5.serialize` takes. */
+export class Parse5TreeBuilder extends CatpTreeBuilder<P5Node> {
+  declare root: P5Parent | null;
+}
+
 /** Convenience: a builder over a fresh parse5 tree. */
-export function parse5TreeBuilder(): CatpTreeBuilder<P5Node> {
-  return new CatpTreeBuilder(parse5Sink);
+export function parse5TreeBuilder(): Parse5TreeBuilder {
+  return new Parse5TreeBuilder(parse5Sink);
 }

@@ -1,0 +1,94 @@
+// The host side of the renderer's DOM: a CatpTreeSink (protocol/catp/tree.ts) that records the builder's calls
+// as DomOps (protocol/browser/api.ts), a flat array the renderer applies in order. The builder decides where
+// every node goes; the renderer only executes. Handles are numbers; 0 is the page's document.
+import { DOM_OP, type DomOps } from '../../protocol/browser/api';
+import { NS_HTML, NS_MATHML, NS_SVG, type CatpAttr, type CatpTreeSink, type DocumentMode } from '../../protocol/catp';
+
+const NS_CODE: Record<string, number> = { [NS_HTML]: 0, [NS_SVG]: 1, [NS_MATHML]: 2 };
+const MODE_CODE: Record<DocumentMode, number> = { 'no-quirks': 0, quirks: 1, 'limited-quirks': 2 };
+
+export class DomOpRecorder implements CatpTreeSink<number> {
+  private ops: DomOps = [];
+  private next = 1;
+  /** Template element handle -> its content's handle. */
+  private readonly contents = new Map<number, number>();
+
+  /** The operations recorded since the last call (the caller sends them as one `dom` event). */
+  take(): DomOps {
+    const out = this.ops;
+    this.ops = [];
+    return out;
+  }
+
+  get pending(): number {
+    return this.ops.length;
+  }
+
+  private attrs(attrs: CatpAttr[]): void {
+    this.ops.push(attrs.length);
+    for (const a of attrs) this.ops.push(a.name, a.value, a.namespace ?? '', a.prefix ?? '');
+  }
+
+  reset(fragment: boolean, mode: DocumentMode): number {
+    this.ops.push(DOM_OP.RESET, MODE_CODE[mode], fragment ? 1 : 0);
+    this.contents.clear();
+    return 0;
+  }
+
+  element(tagName: string, namespace: string, attrs: CatpAttr[]): number {
+    const h = this.next++;
+    this.ops.push(DOM_OP.ELEMENT, h, tagName, NS_CODE[namespace] ?? namespace);
+    this.attrs(attrs);
+    return h;
+  }
+
+  setAttrs(element: number, attrs: CatpAttr[]): void {
+    this.ops.push(DOM_OP.SET_ATTRS, element);
+    this.attrs(attrs);
+  }
+
+  text(value: string): number {
+    const h = this.next++;
+    this.ops.push(DOM_OP.TEXT, h, value);
+    return h;
+  }
+
+  comment(data: string): number {
+    const h = this.next++;
+    this.ops.push(DOM_OP.COMMENT, h, data);
+    return h;
+  }
+
+  doctype(name: string, publicId: string, systemId: string): number {
+    const h = this.next++;
+    this.ops.push(DOM_OP.DOCTYPE, h, name, publicId, systemId);
+    return h;
+  }
+
+  templateContent(template: number): number {
+    const known = this.contents.get(template);
+    if (known !== undefined) return known;
+    const h = this.next++;
+    this.ops.push(DOM_OP.CONTENT, h, template);
+    this.contents.set(template, h);
+    return h;
+  }
+
+  placeholder(kind: 'slot' | 'index', label: string): number {
+    const h = this.next++;
+    this.ops.push(DOM_OP.PLACEHOLDER, h, kind === 'slot' ? 0 : 1, label);
+    return h;
+  }
+
+  insertBefore(parent: number, node: number, before: number | null): void {
+    this.ops.push(DOM_OP.INSERT, parent, node, before ?? 0);
+  }
+
+  remove(node: number): void {
+    this.ops.push(DOM_OP.REMOVE, node);
+  }
+
+  setText(node: number, value: string): void {
+    this.ops.push(DOM_OP.SET_TEXT, node, value);
+  }
+}
