@@ -57,6 +57,18 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
+/**
+ * Warms our server's encoded-page cache for one page, as a busy origin's cache is warm: one CATP load from inside
+ * the server's namespace (local, so nothing crosses the emulated link or shows in its log and capture). The
+ * server encodes a page once per file version at its best compression (seconds for a large page); without
+ * this, every measured CATP load would start by waiting for that.
+ */
+export async function warmOrigin(link: Link, origin: Origin, urlPath: string, timeoutMs = 120_000): Promise<void> {
+  if (origin.kind !== 'catp') return;
+  const { cmd, args } = catpCommand();
+  await link.runIn('server', cmd, [...args, 'get', '--catp', '--no-store', '-o', '/dev/null', `dhttp://${link.serverAddress}:${origin.port}${urlPath}`], timeoutMs);
+}
+
 /** Starts the server on the server side, serving root at serverAddress:port; resolves once it listens (TCP). */
 export async function startOrigin(link: Link, kind: ServerKind, root: string, port = 8080, timeoutMs = 15_000): Promise<Origin> {
   let child: ChildProcess;

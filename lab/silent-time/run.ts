@@ -6,7 +6,7 @@
 import { startLink, type GilbertElliott, type Link, type LinkOptions } from '../link';
 import { startCapture, type Capture } from './capture';
 import { networkFloor } from './floor';
-import { startOrigin, type Origin, type ServerKind } from './origin';
+import { startOrigin, warmOrigin, type Origin, type ServerKind } from './origin';
 import { type PageSpec } from './pages';
 import { type LoadContext, type Transport } from './transports';
 import { loadKey } from './load-log';
@@ -145,6 +145,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
   try {
     link = await startLink(linkOptionsFor(o, loss, seed));
     origin = await startOrigin(link, o.server, page.root, port);
+    if (transport.name === 'catp') await warmOrigin(link, origin, page.urlPath);
     capture = await startCapture(link, 'client');
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
