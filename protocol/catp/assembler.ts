@@ -251,12 +251,55 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const KIND_INDEX = 1;
 const KIND_DATA = 2;
 
-/** What the assembler knows of a node: what it is, its parent, and whether its own piece is here yet. */
-interface NodeRec {
-  parent: number;
-  /** 'e|ns|tag' for an element, 'c' for template content, 'x' for anything else. */
-  key: string;
-  real: boolean;
+/**
+ * What the assembler knows of each node, by number: whether it is known (provisionally, from a chain, or for real,
+ * from its own piece), its parent, and what it is ('e|ns|tag' for an element, 'c' for template content, 'x' for
+ * anything else, interned). Typed arrays that grow: a page has up to a million nodes.
+ */
+class NodeTable {
+  state = new Uint8Array(1024); // 0 unknown, 1 provisional, 2 real
+  parent = new Int32Array(1024);
+  key = new Int32Array(1024);
+  size = 0;
+  private readonly keys = new Map<string, Map<string, number>>();
+  private nextKey = 2;
+
+  /** 0 template content, 1 a non-element, else an id per (namespace, tag). */
+  keyOf(kind: string, tagName = '', namespace = ''): number {
+    if (kind !== 'element') return kind === 'content' ? 0 : 1;
+    let byTag = this.keys.get(namespace);
+    if (byTag === undefined) this.keys.set(namespace, (byTag = new Map()));
+    let id = byTag.get(tagName);
+    if (id === undefined) byTag.set(tagName, (id = this.nextKey++));
+    return id;
+  }
+
+  private grow(n: number): void {
+    let cap = this.state.length;
+    while (cap <= n) cap *= 2;
+    const st = new Uint8Array(cap);
+    st.set(this.state);
+    const pa = new Int32Array(cap);
+    pa.set(this.parent);
+    const ke = new Int32Array(cap);
+    ke.set(this.key);
+    this.state = st;
+    this.parent = pa;
+    this.key = ke;
+  }
+
+  /** 0 unknown, 1 provisional, 2 real. */
+  at(n: number): number {
+    return n < this.state.length ? this.state[n] : 0;
+  }
+
+  set(n: number, state: 1 | 2, parent: number, key: number): void {
+    if (n >= this.state.length) this.grow(n);
+    if (this.state[n] === 0) this.size++;
+    this.state[n] = state;
+    this.parent[n] = parent;
+    this.key[n] = key;
+  }
 }
 
 /** Slots of one stream, by piece number: sorted, non-overlapping [firstPiece, firstPiece + parts). */
@@ -288,11 +331,10 @@ function overlaps(spans: ReadonlyArray<{ firstPiece: number; parts: number }>, f
 }
 
 function insertSorted<T extends { firstPiece: number }>(spans: T[], s: T): void {
-  const i = spanAt(spans, s.firstPiece);
-  spans.splice(i + 1, 0, s);
+  if (spans.length === 0 || spans[spans.length - 1].firstPiece <= s.firstPiece) spans.push(s);
+  else spans.splice(spanAt(spans, s.firstPiece) + 1, 0, s);
 }
 
-const nodeKey = (kind: string, tagName = '', namespace = ''): string => (kind === 'element' ? `e|${namespace}|${tagName}` : kind === 'content' ? 'c' : 'x');
 
 export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private readonly codec: FrameCodec | undefined;
@@ -305,7 +347,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private fragment: boolean | null = null;
   private mode: IndexPiece['mode'] | null = null;
   private pageDigest: Uint8Array | null = null;
-  private readonly nodes = new Map<number, NodeRec>();
+  private readonly nodes = new NodeTable();
   private provisional = 0;
   private readonly slotSpans: SlotSpan[][] = [[], [], []];
   private readonly blockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
@@ -447,19 +489,19 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     }
     if (this.nodes.size + p.nodeCount + p.chain.length > this.limits.maxNodes) throw new Reject(REJECT.ABSURD_COUNT, 'nodes');
     // The chain and the nodes against what other pieces said of the same numbers.
+    const t = this.nodes;
     let parent = 0;
     for (const c of p.chain) {
-      const rec = this.nodes.get(c.n);
-      if (rec !== undefined && (rec.key !== nodeKey(c.content ? 'content' : 'element', c.tagName, c.namespace) || rec.parent !== parent)) {
+      if (t.at(c.n) !== 0 && (t.key[c.n] !== t.keyOf(c.content ? 'content' : 'element', c.tagName, c.namespace) || t.parent[c.n] !== parent)) {
         throw new Reject(REJECT.INDEX_CONFLICT, `ancestor ${c.n}`);
       }
       parent = c.n;
     }
     for (const nd of p.nodes) {
-      const rec = this.nodes.get(nd.n);
-      if (rec === undefined) continue;
-      const key = nd.kind === 'element' ? nodeKey('element', nd.tagName, nd.namespace) : nodeKey(nd.kind);
-      if (rec.real || rec.key !== key || rec.parent !== nd.parent) throw new Reject(REJECT.INDEX_CONFLICT, `node ${nd.n}`);
+      const state = t.at(nd.n);
+      if (state === 0) continue;
+      const key = (nd.kind === 'element' ? t.keyOf('element', nd.tagName, nd.namespace) : t.keyOf(nd.kind));
+      if (state === 2 || t.key[nd.n] !== key || t.parent[nd.n] !== nd.parent) throw new Reject(REJECT.INDEX_CONFLICT, `node ${nd.n}`);
     }
     // Slots and blocks: no piece number described twice.
     const refs = slotRefs(p);
@@ -498,21 +540,21 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     this.fragment = p.fragment;
     this.mode = p.mode;
     if (p.pageDigest !== null) this.pageDigest = p.pageDigest;
+    const t = this.nodes;
     let parent = 0;
     for (const c of p.chain) {
-      if (!this.nodes.has(c.n)) {
-        this.nodes.set(c.n, { parent, key: nodeKey(c.content ? 'content' : 'element', c.tagName, c.namespace), real: false });
+      if (t.at(c.n) === 0) {
+        t.set(c.n, 1, parent, t.keyOf(c.content ? 'content' : 'element', c.tagName, c.namespace));
         this.provisional++;
       }
       parent = c.n;
     }
     for (const nd of p.nodes) {
-      const rec = this.nodes.get(nd.n);
-      if (rec !== undefined) {
-        rec.real = true;
+      if (t.at(nd.n) === 1) {
+        t.state[nd.n] = 2;
         this.provisional--;
       } else {
-        this.nodes.set(nd.n, { parent: nd.parent, key: nd.kind === 'element' ? nodeKey('element', nd.tagName, nd.namespace) : nodeKey(nd.kind), real: true });
+        t.set(nd.n, 2, nd.parent, (nd.kind === 'element' ? t.keyOf('element', nd.tagName, nd.namespace) : t.keyOf(nd.kind)));
       }
     }
     const fills: SlotFill[] = [];
