@@ -319,14 +319,18 @@ function encodeOnce(
     const list = flat.byStream[s];
     for (const d of list) dataTextBytes += d.bytes.length;
     const raw = cutStream(list.map((d) => d.bytes), textBudget, opts.blockCut ?? 'content');
-    const fitted: Array<Array<[number, Uint8Array]>> = [];
+    const fitted: Array<{ pieces: Array<[number, Uint8Array]>; payload: Uint8Array; packed: Uint8Array }> = [];
+    // A block must compress into one frame: tried with the fast setting first (the best one is as small or
+    // smaller), then compressed once at the best; one that does not fit is split in two.
     const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
       const payload = blockPayload(pieces);
-      const packed = packPayload(payload, codec, 'final');
-      if (packed.length <= dataBudget || depth > 40) {
-        if (packed.length > dataBudget) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
-        fitted.push(pieces);
-        return;
+      if (depth > 40) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
+      if (packPayload(payload, codec, 'search').length <= dataBudget) {
+        const packed = packPayload(payload, codec, 'final');
+        if (packed.length <= dataBudget) {
+          fitted.push({ pieces, payload, packed });
+          return;
+        }
       }
       const [a, b] = splitPieces(pieces);
       fit(a, depth + 1);
@@ -336,10 +340,9 @@ function encodeOnce(
     // Piece numbers and slot parts follow from the fitted blocks.
     let piece = 0;
     let lastSlot = -1;
-    for (const pieces of fitted) {
-      const payload = blockPayload(pieces);
+    for (const { pieces, payload, packed } of fitted) {
       const first = list[pieces[0][0]];
-      blocks.push({ stream: s, pieces, payload, packed: packPayload(payload, codec, 'final'), firstPiece: piece, node: first.node, slot: first.ref.slot });
+      blocks.push({ stream: s, pieces, payload, packed, firstPiece: piece, node: first.node, slot: first.ref.slot });
       for (const [si] of pieces) {
         const ref = list[si].ref;
         if (si !== lastSlot) {
