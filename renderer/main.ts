@@ -5,7 +5,8 @@
 // (document.open / write). Every visible update is stamped when painted (meter.ts).
 import type { BrowserEvent, LoadRecord, LoadSavings, Transport, WireFrame } from '../protocol/browser/api';
 import { connectApi } from './api-client';
-import { DomPageBuilder, dumpDocument } from './dom-builder';
+import { DomOpApplier } from './dom-ops';
+import { dumpDocument } from './dump';
 import { buildRecord, epochNow, longestGap, networkFloor, PaintClock, round } from './meter';
 import { drawTimeline } from './timeline';
 
@@ -53,7 +54,11 @@ interface LoadState {
   viewUrl: string;
   clock: PaintClock;
   arrivals: WireFrame[];
-  builder: DomPageBuilder | null;
+  /** CATP: applies the host's DOM operations to the page frame, in slices. */
+  applier: DomOpApplier | null;
+  /** Blocks painted (in order), and the page's block count once the host knows it (else 0). */
+  filledBlocks: number[];
+  blockCount: number;
   frameReady: boolean;
   queue: BrowserEvent[];
   written: boolean;
@@ -148,7 +153,9 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
     viewUrl: ev.viewUrl,
     clock: new PaintClock(),
     arrivals: [],
-    builder: null,
+    applier: null,
+    filledBlocks: [],
+    blockCount: 0,
     frameReady: false,
     queue: [],
     written: false,
@@ -193,22 +200,26 @@ function openForWriting(load: LoadState): Document | null {
 
 function apply(load: LoadState, ev: BrowserEvent): void {
   if (load.finished && ev.type !== 'complete') return;
-  if (!load.frameReady && (ev.type === 'skeleton' || ev.type === 'block-filled' || ev.type === 'text' || ev.type === 'whole')) {
+  if (!load.frameReady && (ev.type === 'dom' || ev.type === 'text' || ev.type === 'whole')) {
     load.queue.push(ev);
     return;
   }
   switch (ev.type) {
-    case 'skeleton': {
+    case 'dom': {
       const doc = frameDoc();
       if (!doc) return;
-      load.builder = new DomPageBuilder(doc);
-      load.builder.build(ev.skeleton);
-      load.clock.dirty('skeleton');
+      load.applier ??= new DomOpApplier(doc);
+      if (ev.blockCount >= 0) load.blockCount = ev.blockCount;
+      const { pieces, blocks, filled } = ev;
+      // the visible update is stamped by the paint after the slice that finished these operations
+      load.applier.push(ev.ops, () => {
+        if (load.finished && load.record !== null) return;
+        load.filledBlocks.push(...filled);
+        if (blocks > 0) load.clock.dirty('blocks', blocks);
+        else if (pieces > 0) load.clock.dirty('index', pieces);
+      });
       return;
     }
-    case 'block-filled':
-      if (load.builder && load.builder.fill(ev.block, ev.fills) > 0) load.clock.dirty('blocks');
-      return;
     case 'text': {
       const doc = openForWriting(load);
       if (doc && ev.text.length > 0) {
@@ -266,6 +277,8 @@ async function finish(load: LoadState, outcome: LoadRecord['outcome'], error?: s
   if (load.finished) return;
   load.finished = true;
   if (outcome === 'complete' && load.written) frameDoc()?.close();
+  // what is still queued goes in now: the load is over
+  if (outcome === 'complete' && load.applier && !load.applier.idle) load.applier.flush();
   if (outcome !== 'stopped') await load.clock.settled();
   const record = buildRecord({
     version: 1,
@@ -303,7 +316,7 @@ api.onEvent((ev) => {
       return;
     case 'dump-request': {
       const doc = frameDoc();
-      const tree = doc && cur ? dumpDocument(doc, cur.builder?.mode) : null;
+      const tree = doc && cur ? dumpDocument(doc, cur.applier?.mode) : null;
       api.send({ type: 'dump-tree', requestId: ev.requestId, tree });
       return;
     }
@@ -406,7 +419,7 @@ function renderSavings(load: LoadState): void {
     h.saved.title = 'no payload store';
     return;
   }
-  const blocks = s.blocks || load.builder?.blockCount || 0;
+  const blocks = s.blocks || load.blockCount;
   h.reuse.textContent = `${s.blocksReused}/${blocks} blocks${s.dtdHits > 0 ? ` · ${s.dtdHits} DTD hit${s.dtdHits === 1 ? '' : 's'}` : ''}`;
   h.saved.textContent = s.bytesSaved > 0 ? `${formatBytes(s.bytesSaved)} ≈ ${s.savedMs.toFixed(1)} ms` : '0 B';
   h.saved.title = `estimate: ${s.estimate}`;
@@ -455,10 +468,12 @@ const probe = {
           transport: load.transport,
           finished: load.record !== null,
           frameReady: load.frameReady,
-          filledBlocks: load.builder?.filledBlocks.slice() ?? [],
-          blockCount: load.builder?.blockCount ?? 0,
-          missingSlots: load.builder?.missingSlots() ?? 0,
-          fallbacks: load.builder?.fallbacks ?? 0,
+          filledBlocks: load.filledBlocks.slice(),
+          blockCount: load.blockCount,
+          missingSlots: load.applier?.placeholders ?? 0,
+          fallbacks: load.applier?.fallbacks ?? 0,
+          badOps: load.applier?.bad ?? 0,
+          longestSliceMs: load.applier?.longestSliceMs ?? 0,
           arrivals: load.arrivals.length,
           updates: load.clock.updates.length,
           record: load.record,

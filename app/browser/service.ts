@@ -382,8 +382,11 @@ export class BrowserService {
     // CATP: the tree is built here, as DOM operations the renderer only applies (one `dom` event per frame).
     const recorder = new DomOpRecorder();
     const tree = new CatpTreeBuilder(recorder);
+    let blockCount = -1;
+    let filled: number[] = [];
     const sendDom = (pieces: number, blocks: number): void => {
-      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, ops: recorder.take(), pieces, blocks });
+      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, ops: recorder.take(), pieces, blocks, filled, blockCount });
+      filled = [];
     };
     const onFrame = (record: FrameRecord, events: StreamEvent[]) => {
       if (!this.live(load)) return;
@@ -395,8 +398,13 @@ export class BrowserService {
             tree.apply(ev);
             pieces++;
             break;
+          case 'index-complete':
+            blockCount = ev.blocks;
+            break;
           case 'block-filled':
-            if (tree.apply(ev)) blocks++;
+            tree.apply(ev);
+            blocks++;
+            filled.push(ev.block);
             break;
           case 'prefix-extended': {
             const text = decoder.decode(ev.bytes, { stream: ev.length < ev.total });
@@ -422,7 +430,9 @@ export class BrowserService {
       for (const ev of events) {
         if (ev.type !== 'block-filled') continue;
         reused++;
-        if (tree.apply(ev)) blocks++;
+        tree.apply(ev);
+        blocks++;
+        filled.push(ev.block);
       }
       sendDom(0, blocks);
       this.saved(load, { blocksReused: reused });

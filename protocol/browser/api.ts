@@ -19,23 +19,6 @@ export type Transport =
 
 export const TRANSPORTS: readonly Transport[] = ['catp', 'inorder', 'tcp', 'whole'];
 
-/** The assembler's Skeleton in a JSON-able form (typed arrays and digests dropped). */
-export type WireNode =
-  | { k: 'e'; tag: string; ns: string; attrs: CatpAttr[]; children: WireNode[]; content?: WireNode[] }
-  | { k: 't'; v: string }
-  /** A slot: a text node filled from `parts` pieces; `blocks` lists the blocks that carry them. */
-  | { k: 's'; slot: number; parts: number; blocks: number[] }
-  | { k: 'c'; v: string }
-  | { k: 'd'; name: string; publicId: string; systemId: string };
-
-export interface WireSkeleton {
-  fragment: boolean;
-  mode: DocumentMode;
-  children: WireNode[];
-  slotCount: number;
-  blockCount: number;
-}
-
 /**
  * DOM operations, host → renderer, as one flat array of numbers and strings (compact to carry and to parse: no
  * per-node objects). The host's tree builder (protocol/catp/tree.ts) decides everything — where each node goes,
@@ -71,12 +54,6 @@ export const DOM_OP = {
   SET_ATTRS: 10,
 } as const;
 
-export interface WireFill {
-  slot: number;
-  part: number;
-  parts: number;
-  text: string;
-}
 
 /** One arriving frame (or, for tcp, one arriving TCP chunk) as the renderer's timeline shows it. */
 export interface WireFrame {
@@ -196,7 +173,16 @@ export type BrowserEvent =
    * CATP: part of the page's tree, as DOM operations (see DomOps). `pieces` index pieces and `blocks` data blocks
    * became displayable with it (what the paint that shows it counts as a visible update).
    */
-  | { type: 'dom'; loadId: number; ops: DomOps; pieces: number; blocks: number }
+  | {
+      type: 'dom';
+      loadId: number;
+      ops: DomOps;
+      pieces: number;
+      blocks: number;
+      /** The blocks whose content these operations show (numbers), and the page's block count once known (else -1). */
+      filled: number[];
+      blockCount: number;
+    }
   /** In-order text (inorder / tcp): the next decoded characters of the page. */
   | { type: 'text'; loadId: number; text: string; offset: number; total: number | null }
   /** The record of one arriving frame (after the content events it caused, if any). */

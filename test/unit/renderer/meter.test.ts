@@ -1,11 +1,12 @@
-// The silent-time arithmetic (renderer/meter.ts) and the skeleton wire form round trip through the DOM dump.
+// The silent-time arithmetic (renderer/meter.ts), and the host's DOM operations round trip through the DOM dump.
 import { parse, serialize } from 'parse5';
 
-import { toWireSkeleton, serializeDump } from '../../../app/browser/wire';
-import { encodePage, CatpAssembler, type Skeleton } from '../../../protocol/catp';
+import { serializeDump } from '../../../app/browser/wire';
+import { DomOpRecorder } from '../../../app/browser/dom-recorder';
+import { encodePage, CatpAssembler, CatpTreeBuilder, type CatpAttr } from '../../../protocol/catp';
 import { sha256 } from '../../../app/stream-session';
 import { buildRecord, longestGap, networkFloor, silentTime } from '../../../renderer/silent-time';
-import type { DumpNode, WireFrame, WireNode } from '../../../protocol/browser/api';
+import { DOM_OP, type DomOps, type DumpNode, type WireFrame } from '../../../protocol/browser/api';
 
 const frame = (atEpochMs: number, useful: boolean): WireFrame => ({
   atEpochMs, seq: 0, kind: 'data', bytes: 100, accepted: true, useful, missing: 0, repaired: 0, received: 1,
@@ -26,35 +27,134 @@ test('silent time uses visible updates; the floor uses useful arrivals only', ()
   expect(r).toMatchObject({ silentTimeMs: 380, networkFloorMs: 370, firstPaintMs: 20, completeMs: 400, silentGap: { from: 120, to: 500 } });
 });
 
-/** Builds a DumpNode the way the renderer's DOM would look once every slot is filled (pure, no DOM). */
-function fill(sk: Skeleton, texts: string[]): DumpNode {
-  const wire = toWireSkeleton(sk);
-  const conv = (list: WireNode[]): DumpNode[] => list.map((n): DumpNode => {
-    switch (n.k) {
-      case 'e': return { t: 'el', tag: n.tag, ns: n.ns, attrs: n.attrs, children: conv(n.children), ...(n.content ? { content: conv(n.content) } : {}) };
-      case 't': return { t: 'text', v: n.v };
-      case 's': return { t: 'text', v: texts[n.slot] ?? '' };
-      case 'c': return { t: 'comment', v: n.v };
-      case 'd': return { t: 'doctype', name: n.name, publicId: n.publicId, systemId: n.systemId };
+/**
+ * Applies the host's DOM operations to a DumpNode tree (pure, no DOM): the renderer's DomOpApplier semantics
+ * (renderer/dom-ops.ts) in miniature, so the op stream the host records can be checked against parse5 here.
+ */
+function applyOps(ops: DomOps): { root: DumpNode & { t: 'doc' }; placeholders: number } {
+  const root: DumpNode & { t: 'doc' } = { t: 'doc', mode: 'no-quirks', children: [] };
+  type Box = { node: DumpNode; parent: DumpNode[] | null };
+  const nodes = new Map<number, Box>([[0, { node: root, parent: null }]]);
+  const contentOf = new Map<number, DumpNode[]>();
+  const kids = (h: number): DumpNode[] => {
+    const c = contentOf.get(h);
+    if (c) return c;
+    const n = nodes.get(h)!.node;
+    return (n as { children: DumpNode[] }).children;
+  };
+  const NS = ['http://www.w3.org/1999/xhtml', 'http://www.w3.org/2000/svg', 'http://www.w3.org/1998/Math/MathML'];
+  const attrs = (at: number): [CatpAttr[], number] => {
+    const n = ops[at] as number;
+    const out: CatpAttr[] = [];
+    for (let k = 0, i = at + 1; k < n; k++, i += 4) {
+      const a: CatpAttr = { name: ops[i] as string, value: ops[i + 1] as string };
+      if (ops[i + 2] !== '') {
+        a.namespace = ops[i + 2] as string;
+        a.prefix = ops[i + 3] as string;
+      }
+      out.push(a);
     }
-  });
-  return { t: 'doc', mode: wire.mode, children: conv(wire.children) };
+    return [out, at + 1 + n * 4];
+  };
+  let placeholders = 0;
+  for (let at = 0; at < ops.length; ) {
+    const op = ops[at];
+    const h = ops[at + 1] as number;
+    switch (op) {
+      case DOM_OP.RESET:
+        root.mode = (['no-quirks', 'quirks', 'limited-quirks'] as const)[ops[at + 1] as number]!;
+        at += 3;
+        break;
+      case DOM_OP.ELEMENT: {
+        const ns = typeof ops[at + 3] === 'number' ? NS[ops[at + 3] as number]! : (ops[at + 3] as string);
+        const [a, next] = attrs(at + 4);
+        nodes.set(h, { node: { t: 'el', tag: ops[at + 2] as string, ns, attrs: a, children: [] }, parent: null });
+        at = next;
+        break;
+      }
+      case DOM_OP.TEXT:
+        nodes.set(h, { node: { t: 'text', v: ops[at + 2] as string }, parent: null });
+        at += 3;
+        break;
+      case DOM_OP.COMMENT:
+        nodes.set(h, { node: { t: 'comment', v: ops[at + 2] as string }, parent: null });
+        at += 3;
+        break;
+      case DOM_OP.DOCTYPE:
+        nodes.set(h, { node: { t: 'doctype', name: ops[at + 2] as string, publicId: ops[at + 3] as string, systemId: ops[at + 4] as string }, parent: null });
+        at += 5;
+        break;
+      case DOM_OP.CONTENT: {
+        const t = nodes.get(ops[at + 2] as number)!.node as DumpNode & { t: 'el' };
+        t.content ??= [];
+        contentOf.set(h, t.content);
+        at += 3;
+        break;
+      }
+      case DOM_OP.PLACEHOLDER:
+        nodes.set(h, { node: { t: 'el', tag: 'catp-missing', ns: NS[0]!, attrs: [], children: [] }, parent: null });
+        at += 4;
+        break;
+      case DOM_OP.INSERT: {
+        const list = kids(h);
+        const box = nodes.get(ops[at + 2] as number)!;
+        const before = ops[at + 3] as number;
+        const i = before === 0 ? list.length : list.indexOf(nodes.get(before)!.node);
+        list.splice(i < 0 ? list.length : i, 0, box.node);
+        box.parent = list;
+        if (box.node.t === 'el' && box.node.tag === 'catp-missing') placeholders++;
+        at += 4;
+        break;
+      }
+      case DOM_OP.REMOVE: {
+        const box = nodes.get(h)!;
+        if (box.parent) box.parent.splice(box.parent.indexOf(box.node), 1);
+        if (box.node.t === 'el' && box.node.tag === 'catp-missing') placeholders--;
+        nodes.delete(h);
+        at += 2;
+        break;
+      }
+      case DOM_OP.SET_TEXT:
+        (nodes.get(h)!.node as { v: string }).v = ops[at + 2] as string;
+        at += 3;
+        break;
+      case DOM_OP.SET_ATTRS: {
+        const el = nodes.get(h)!.node as DumpNode & { t: 'el' };
+        const [a, next] = attrs(at + 2);
+        for (const x of a) {
+          const have = el.attrs.find((y) => y.name === x.name && y.namespace === x.namespace);
+          if (have) have.value = x.value;
+          else el.attrs.push(x);
+        }
+        at = next;
+        break;
+      }
+      default:
+        throw new Error(`op ${String(op)} at ${at}`);
+    }
+  }
+  return { root, placeholders };
 }
 
-test('wire skeleton + fills, dumped and serialized by parse5, equal parse5 of the source', () => {
-  const html = '<!DOCTYPE html><title>t</title><p class=a>Hello <b>wörld</b></p><template><i>x</i></template><svg viewBox="0 0 1 1"><a xlink:href="#q">s</a></svg><!-- c -->';
-  const page = encodePage(html, { sha256 });
-  const asm = new CatpAssembler({ sha256 });
-  asm.start(0);
-  for (const f of page.frames) asm.receive(f, 0);
-  let sk: Skeleton | null = null;
-  const texts: string[][] = [];
-  for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
-    if (ev.type === 'skeleton-ready') sk = ev.skeleton;
-    if (ev.type === 'block-filled') for (const f of ev.fills) (texts[f.slot] ??= [])[f.part] = f.text;
+test("the host's DOM operations, applied in any frame order and dumped, serialize to parse5 of the source", () => {
+  const html = '<!DOCTYPE html><title>t</title><p class=a>Hello <b>wörld</b></p><template><i>x</i></template><svg viewBox="0 0 1 1"><a xlink:href="#q">s</a></svg><!-- c -->' +
+    '<div>' + 'lorem ipsum dolor '.repeat(400) + '</div><p>' + 'x'.repeat(400) + '</p>';
+  const page = encodePage(html, { sha256, maxPayload: 200 });
+  expect(page.indexFrames).toBeGreaterThan(2);
+  for (const order of [page.frames, [...page.frames].reverse()]) {
+    const asm = new CatpAssembler({ sha256 });
+    asm.start(0);
+    const recorder = new DomOpRecorder();
+    const tree = new CatpTreeBuilder(recorder);
+    const ops: DomOps = [];
+    for (const f of order) {
+      asm.receive(f, 0);
+      for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) tree.apply(ev);
+      // what crosses the IPC is JSON
+      ops.push(...(JSON.parse(JSON.stringify(recorder.take())) as DomOps));
+    }
+    const { root, placeholders } = applyOps(ops);
+    expect(placeholders).toBe(0);
+    expect(serializeDump(root)).toBe(serialize(parse(html)));
   }
-  expect(sk).not.toBeNull();
-  const wire = toWireSkeleton(sk!);
-  expect(JSON.parse(JSON.stringify(wire))).toEqual(wire);
-  expect(serializeDump(fill(sk!, texts.map((t) => t.join(''))))).toBe(serialize(parse(html)));
 });

@@ -1,0 +1,300 @@
+// Applies the host's DOM operations (protocol/browser/api.ts DomOps) to the page frame's document. The host's tree
+// builder decided where every node goes; this only executes, in order, in slices that leave the main thread free:
+// a large piece of a page is built a few milliseconds at a time, and the paint between slices shows what is done.
+// The operations come over IPC: anything malformed is counted and skipped, never thrown.
+import { DOM_OP, type DomOps } from '../protocol/browser/api';
+import type { CatpAttr, DocumentMode } from '../protocol/catp/index-piece';
+
+export const HTML_NS = 'http://www.w3.org/1999/xhtml';
+export const PLACEHOLDER_TAG = 'catp-missing';
+const NS = [HTML_NS, 'http://www.w3.org/2000/svg', 'http://www.w3.org/1998/Math/MathML'];
+const MODES: DocumentMode[] = ['no-quirks', 'quirks', 'limited-quirks'];
+// Flat colours: a gradient would be re-rasterized and show up as a visible change that is not one.
+const SLOT_STYLE = 'display:inline-block;min-width:3em;height:.85em;margin:0 .1em;vertical-align:baseline;border-radius:2px;background:#f6cccc';
+const INDEX_STYLE = 'display:block;height:1.2em;margin:.2em 0;border-radius:2px;background:#e8e2f4';
+
+/** How long one slice may run before yielding (ms). */
+export const SLICE_MS = 4;
+
+interface Batch {
+  ops: DomOps;
+  at: number;
+  done: () => void;
+}
+
+export class DomOpApplier {
+  private readonly nodes = new Map<number, Node>();
+  private readonly queue: Batch[] = [];
+  private running = false;
+  private inert: Document | null = null;
+  mode: DocumentMode = 'no-quirks';
+  /** Operations refused (bad handle, bad type), and names the DOM refused but an inert parse made. */
+  bad = 0;
+  fallbacks = 0;
+  /** Placeholders in the document now. */
+  placeholders = 0;
+  /** Longest slice so far (ms), and slices run. */
+  longestSliceMs = 0;
+  slices = 0;
+
+  constructor(private readonly doc: Document) {
+    this.nodes.set(0, doc);
+  }
+
+  /** Queue a batch; `done` runs once all of it is in the document. */
+  push(ops: DomOps, done: () => void = () => {}): void {
+    if (!Array.isArray(ops)) {
+      this.bad++;
+      done();
+      return;
+    }
+    this.queue.push({ ops, at: 0, done });
+    this.schedule();
+  }
+
+  /** Applies everything queued now, without slicing (tests, and the end of a load). */
+  flush(): void {
+    while (this.queue.length > 0) this.slice(Infinity);
+  }
+
+  get idle(): boolean {
+    return this.queue.length === 0;
+  }
+
+  private schedule(): void {
+    if (this.running) return;
+    this.running = true;
+    // A MessageChannel task runs before the next frame when there is time, and never waits for one (a
+    // requestAnimationFrame loop would cost a frame per slice even on an idle page).
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => {
+      this.slice(SLICE_MS);
+      if (this.queue.length > 0) ch.port2.postMessage(0);
+      else {
+        this.running = false;
+        ch.port1.close();
+      }
+    };
+    ch.port2.postMessage(0);
+  }
+
+  private slice(budgetMs: number): void {
+    const t0 = performance.now();
+    let n = 0;
+    while (this.queue.length > 0) {
+      const b = this.queue[0]!;
+      while (b.at < b.ops.length) {
+        b.at = this.step(b.ops, b.at);
+        if ((++n & 63) === 0 && performance.now() - t0 >= budgetMs) break;
+      }
+      if (b.at >= b.ops.length) {
+        this.queue.shift();
+        b.done();
+      }
+      if (performance.now() - t0 >= budgetMs) break;
+    }
+    const took = performance.now() - t0;
+    this.slices++;
+    if (took > this.longestSliceMs && budgetMs !== Infinity) this.longestSliceMs = took;
+  }
+
+  private node(h: unknown): Node | null {
+    return typeof h === 'number' ? (this.nodes.get(h) ?? null) : null;
+  }
+
+  private str(v: unknown): string | null {
+    return typeof v === 'string' ? v : null;
+  }
+
+  /** Reads `count` attributes at `at`; returns them and the position after, or null when malformed. */
+  private attrs(ops: DomOps, at: number): [CatpAttr[], number] | null {
+    const count = ops[at];
+    if (typeof count !== 'number' || !(count >= 0) || at + 1 + count * 4 > ops.length) return null;
+    const out: CatpAttr[] = [];
+    let i = at + 1;
+    for (let k = 0; k < count; k++, i += 4) {
+      const [name, value, ns, prefix] = [ops[i], ops[i + 1], ops[i + 2], ops[i + 3]];
+      if (typeof name !== 'string' || typeof value !== 'string' || typeof ns !== 'string' || typeof prefix !== 'string') return null;
+      const a: CatpAttr = { name, value };
+      if (ns !== '') a.namespace = ns;
+      if (prefix !== '') a.prefix = prefix;
+      out.push(a);
+    }
+    return [out, i];
+  }
+
+  /** Applies the operation at `at`; returns where the next one starts (the end, when the rest is unreadable). */
+  private step(ops: DomOps, at: number): number {
+    const op = ops[at];
+    const fail = (): number => {
+      this.bad++;
+      return ops.length; // an op we cannot read: we cannot find where the next one starts either
+    };
+    const doc = this.doc;
+    switch (op) {
+      case DOM_OP.RESET: {
+        const mode = ops[at + 1];
+        while (doc.firstChild) doc.removeChild(doc.firstChild);
+        this.nodes.clear();
+        this.nodes.set(0, doc);
+        this.placeholders = 0;
+        this.mode = typeof mode === 'number' && MODES[mode] ? MODES[mode]! : 'no-quirks';
+        return at + 3;
+      }
+      case DOM_OP.ELEMENT: {
+        const h = ops[at + 1];
+        const tag = this.str(ops[at + 2]);
+        const nsv = ops[at + 3];
+        const ns = typeof nsv === 'number' ? NS[nsv] : this.str(nsv);
+        const a = this.attrs(ops, at + 4);
+        if (typeof h !== 'number' || tag === null || !ns || a === null) return fail();
+        this.nodes.set(h, this.element(tag, ns, a[0]));
+        return a[1];
+      }
+      case DOM_OP.TEXT:
+      case DOM_OP.COMMENT: {
+        const h = ops[at + 1];
+        const v = this.str(ops[at + 2]);
+        if (typeof h !== 'number' || v === null) return fail();
+        this.nodes.set(h, op === DOM_OP.TEXT ? doc.createTextNode(v) : doc.createComment(v));
+        return at + 3;
+      }
+      case DOM_OP.DOCTYPE: {
+        const h = ops[at + 1];
+        const [name, pub, sys] = [this.str(ops[at + 2]), this.str(ops[at + 3]), this.str(ops[at + 4])];
+        if (typeof h !== 'number' || name === null || pub === null || sys === null) return fail();
+        try {
+          this.nodes.set(h, doc.implementation.createDocumentType(name, pub, sys));
+        } catch {
+          this.fallbacks++; // a doctype the DOM refuses: left out (it changes nothing on screen)
+        }
+        return at + 5;
+      }
+      case DOM_OP.CONTENT: {
+        const h = ops[at + 1];
+        const t = this.node(ops[at + 2]);
+        if (typeof h !== 'number' || t === null) return fail();
+        const content = 'content' in t ? (t as HTMLTemplateElement).content : null;
+        this.nodes.set(h, content ?? doc.createDocumentFragment());
+        return at + 3;
+      }
+      case DOM_OP.PLACEHOLDER: {
+        const h = ops[at + 1];
+        const kind = ops[at + 2];
+        const label = this.str(ops[at + 3]);
+        if (typeof h !== 'number' || label === null) return fail();
+        const ph = doc.createElement(PLACEHOLDER_TAG);
+        ph.setAttribute('data-catp-kind', kind === 1 ? 'index' : 'slot');
+        ph.setAttribute('title', label);
+        ph.setAttribute('style', kind === 1 ? INDEX_STYLE : SLOT_STYLE);
+        this.nodes.set(h, ph);
+        return at + 4;
+      }
+      case DOM_OP.INSERT: {
+        const parent = this.node(ops[at + 1]);
+        const node = this.node(ops[at + 2]);
+        const beforeH = ops[at + 3];
+        const before = beforeH === 0 ? null : this.node(beforeH);
+        if (parent === null || node === null || (before === null && beforeH !== 0)) {
+          this.bad++;
+          return at + 4;
+        }
+        try {
+          parent.insertBefore(node, before !== null && before.parentNode === parent ? before : null);
+          if ((node as Element).localName === PLACEHOLDER_TAG) this.placeholders++;
+        } catch {
+          this.bad++;
+        }
+        return at + 4;
+      }
+      case DOM_OP.REMOVE: {
+        const h = ops[at + 1];
+        const node = this.node(h);
+        if (node === null) {
+          this.bad++;
+          return at + 2;
+        }
+        if (node.parentNode) {
+          if ((node as Element).localName === PLACEHOLDER_TAG) this.placeholders--;
+          node.parentNode.removeChild(node);
+        }
+        this.nodes.delete(h as number);
+        return at + 2;
+      }
+      case DOM_OP.SET_TEXT: {
+        const node = this.node(ops[at + 1]);
+        const v = this.str(ops[at + 2]);
+        if (node === null || v === null || !('data' in node)) {
+          this.bad++;
+          return at + 3;
+        }
+        (node as CharacterData).data = v;
+        return at + 3;
+      }
+      case DOM_OP.SET_ATTRS: {
+        const node = this.node(ops[at + 1]);
+        const a = this.attrs(ops, at + 2);
+        if (a === null) return fail();
+        if (node === null || node.nodeType !== 1) this.bad++;
+        else for (const attr of a[0]) this.setAttr(node as Element, attr);
+        return a[1];
+      }
+      default:
+        return fail();
+    }
+  }
+
+  private element(tag: string, ns: string, attrs: CatpAttr[]): Element {
+    let el: Element;
+    try {
+      el = ns === HTML_NS ? this.doc.createElement(tag) : this.doc.createElementNS(ns, tag);
+    } catch {
+      el = this.inertElement(tag, ns);
+    }
+    for (const a of attrs) this.setAttr(el, a);
+    return el;
+  }
+
+  private setAttr(el: Element, a: CatpAttr): void {
+    try {
+      if (a.namespace) el.setAttributeNS(a.namespace, a.prefix ? `${a.prefix}:${a.name}` : a.name, a.value);
+      else el.setAttribute(a.name, a.value);
+    } catch {
+      this.inertAttribute(el, a);
+    }
+  }
+
+  /** A name the DOM API refuses but the HTML parser accepts: let a parser make it, in an inert document. */
+  private inertDoc(): Document {
+    this.inert ??= this.doc.implementation.createHTMLDocument('');
+    return this.inert;
+  }
+
+  private inertElement(tag: string, ns: string): Element {
+    this.fallbacks++;
+    const box = this.inertDoc().createElement('div');
+    box.innerHTML = ns === HTML_NS ? `<${tag}>` : ns.endsWith('svg') ? `<svg><${tag}></svg>` : `<math><${tag}></math>`;
+    const made = ns === HTML_NS ? box.firstElementChild : box.firstElementChild?.firstElementChild;
+    if (made && made.localName === tag && made.namespaceURI === ns) {
+      made.remove();
+      return this.doc.adoptNode(made);
+    }
+    return this.doc.createElement('catp-unnamed');
+  }
+
+  private inertAttribute(el: Element, a: CatpAttr): void {
+    const existing = a.namespace ? null : el.getAttributeNode(a.name);
+    if (existing) {
+      existing.value = a.value;
+      return;
+    }
+    this.fallbacks++;
+    const box = this.inertDoc().createElement('div');
+    box.innerHTML = `<span ${a.name}="">`;
+    const attr = box.firstElementChild?.attributes[0];
+    if (!attr || attr.localName !== a.name) return;
+    box.firstElementChild!.removeAttributeNode(attr);
+    attr.value = a.value;
+    el.setAttributeNode(this.doc.adoptNode(attr));
+  }
+}
