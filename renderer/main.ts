@@ -175,7 +175,21 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
   ui.status.textContent = `loading ${ev.url}`;
   document.title = `${ev.url} — catp-browser`;
   const win = ui.frame.contentWindow;
-  if (win) win.location.replace(ev.viewUrl);
+  const doc = frameDoc();
+  if (win && doc && doc.location.pathname.startsWith('/view/') && doc.readyState === 'complete') {
+    // The frame already holds a view document (same origin, the view's CSP, no scripts): empty it and give it
+    // the page's URL instead of navigating. A navigation costs a fresh document — about 250 ms in a cold
+    // headless Chromium — during which nothing the load brings can be painted.
+    doc.open();
+    doc.close();
+    try {
+      win.history.replaceState(null, '', ev.viewUrl);
+    } catch {
+      // refused: relative sub-resources resolve against the previous view URL's origin path
+    }
+    load.frameReady = true;
+    interceptLinks(doc);
+  } else if (win) win.location.replace(ev.viewUrl);
   else ui.frame.src = ev.viewUrl;
   render();
 }
@@ -487,4 +501,19 @@ const probe = {
 };
 (window as unknown as { __catp: typeof probe }).__catp = probe;
 
-api.send({ type: 'ready' });
+// Ready once the page frame holds its (empty) view document, so that the first load paints into it at once; a
+// frame that never loads does not hold the window back for more than two seconds.
+{
+  let sent = false;
+  const ready = () => {
+    if (sent) return;
+    sent = true;
+    api.send({ type: 'ready' });
+  };
+  const doc = frameDoc();
+  if (doc && doc.location.pathname.startsWith('/view/') && doc.readyState === 'complete') ready();
+  else {
+    ui.frame.addEventListener('load', ready, { once: true });
+    setTimeout(ready, 2000);
+  }
+}
