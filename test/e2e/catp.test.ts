@@ -72,7 +72,18 @@ test('every page completes under 20% datagram loss and equals parse5\'s tree of 
     expect(serialize(tree.root!)).toBe(expected);
     // the timeline: every frame has a record, and what became displayable ends with the complete page
     expect(records.length).toBe(result.kind === 'stream' ? result.frames : -1);
-    expect(records.some((r) => r.displayable.some((d) => d.type === 'skeleton-ready'))).toBe(true);
+    // index frames stand alone: each one taken shows its own piece at once, every piece shows once
+    const ordinals: number[] = [];
+    for (const r of records) {
+      const shown = r.displayable.filter((d) => d.type === 'index-piece');
+      if (r.kind === 'index' && r.accepted) expect(shown).toHaveLength(1);
+      else expect(shown).toHaveLength(0);
+      for (const d of shown) if (d.type === 'index-piece') ordinals.push(d.ordinal);
+    }
+    expect(ordinals.length).toBeGreaterThan(0);
+    expect(new Set(ordinals).size).toBe(ordinals.length);
+    expect(Math.max(...ordinals)).toBe(ordinals.length - 1);
+    expect(records.filter((r) => r.displayable.some((d) => d.type === 'index-complete'))).toHaveLength(1);
     expect(records.at(-1)?.displayable.map((d) => d.type)).toContain('page-complete');
     expect(records.every((r) => r.kernelAtMs === null || r.kernelAtMs >= 0)).toBe(true);
   }

@@ -1,6 +1,13 @@
-/** Shared helpers for the CATP tests: hashing, a seeded RNG, frame delivery, and an in-memory lossy pipe. */
+/**
+ * Shared helpers for the CATP tests: hashing, the frame codec, a seeded RNG, frame delivery, tree inspection,
+ * and an in-memory lossy pipe.
+ */
 import * as crypto from 'node:crypto';
+import * as zlib from 'node:zlib';
+import type { DefaultTreeAdapterMap } from 'parse5';
 import {
+  type AssemblerOptions,
+  brotliCodec,
   CatpAssembler,
   CatpEvent,
   parse5TreeBuilder,
@@ -12,6 +19,19 @@ import {
 import { seededRng } from '../../protocol/random';
 
 export const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
+
+/**
+ * The frame codec for tests where the wire bytes do not matter: brotli at quality 5 (the encoder's search
+ * setting), several times faster to encode than the server's quality 11. Decoding is the same either way.
+ */
+export const codec = brotliCodec(zlib, { finalQuality: 5 });
+/** The codec the server and host use (quality 11), for tests that check the real wire output. */
+export const serverCodec = brotliCodec(zlib);
+
+/** A CATP assembler with the test hash and codec. */
+export function newAssembler(opts: Partial<AssemblerOptions> = {}): CatpAssembler {
+  return new CatpAssembler({ sha256, codec, ...opts });
+}
 
 /** mulberry32: small, fast, seeded (the one the server's channel choice uses). */
 export const rng = seededRng;
@@ -33,7 +53,7 @@ export function scramble(frames: Uint8Array[], r: () => number, dupRate = 0.2): 
 }
 
 /** Feed frames to a fresh assembler + parse5 tree builder; returns the builder, assembler and events. */
-export function assemble(frames: Uint8Array[], asm = new CatpAssembler({ sha256 })) {
+export function assemble(frames: Uint8Array[], asm = newAssembler()) {
   const builder = parse5TreeBuilder();
   const events: CatpEvent[] = [];
   for (const f of frames) {
@@ -72,7 +92,7 @@ export interface PipeOptions {
    * (FIFO, unbounded queue) before the propagation delay, as on a slow link. Default: none.
    */
   downBytesPerMs?: number;
-  /** Called with every client event as it is drained (e.g. block reuse fills from a store on skeleton-ready). */
+  /** Called with every client event as it is drained (e.g. block reuse fills from a store on index-piece). */
   onEvent?: (e: CatpEvent | RawAssemblerEvent, now: number) => void;
 }
 
@@ -156,3 +176,34 @@ export function runPipe<E extends { type: string }>(
 }
 
 export type { RawAssemblerEvent };
+
+type P5Node = DefaultTreeAdapterMap['node'];
+type P5Element = DefaultTreeAdapterMap['element'];
+
+/** Every element of a parse5 tree in document order (template contents included), iteratively. */
+export function elementsOf(root: P5Node): P5Element[] {
+  const out: P5Element[] = [];
+  const stack: P5Node[] = [root];
+  while (stack.length > 0) {
+    const n = stack.pop() as P5Node;
+    if ('tagName' in n) out.push(n);
+    const kids: P5Node[] = [];
+    if ('childNodes' in n) kids.push(...(n.childNodes as P5Node[]));
+    if ('content' in n && (n as DefaultTreeAdapterMap['template']).content) kids.push((n as DefaultTreeAdapterMap['template']).content);
+    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+  }
+  return out;
+}
+
+/** The `<catp-missing>` placeholders in a tree, by kind. */
+export function placeholders(root: P5Node): { slot: number; index: number } {
+  const c = { slot: 0, index: 0 };
+  for (const e of elementsOf(root)) {
+    if (e.tagName !== 'catp-missing') continue;
+    const kind = e.attrs.find((a) => a.name === 'data-catp-kind')?.value;
+    if (kind === 'slot') c.slot++;
+    else if (kind === 'index') c.index++;
+    else throw new Error(`placeholder of kind ${kind}`);
+  }
+  return c;
+}

@@ -3,6 +3,7 @@
 // reports, so the server's sessions must repair them.
 import * as crypto from 'crypto';
 import * as dgram from 'dgram';
+import * as zlib from 'zlib';
 import { existsSync, readFileSync } from 'fs';
 import { promises as fsp } from 'fs';
 import * as net from 'net';
@@ -21,11 +22,13 @@ import {
   type HttpResponse,
 } from '../../protocol/dhttp';
 import { DhttpResponseStream } from '../../protocol/dhttp/stream';
-import { CatpAssembler, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
+import { brotliCodec, CatpAssembler, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
 
 jest.setTimeout(30_000);
 
 const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
+/** The server compresses every frame on its own (brotli); the client decodes with the same codec. */
+const codec = brotliCodec(zlib);
 const newId = () => newRequestId((n) => crypto.randomBytes(n));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -69,7 +72,10 @@ beforeAll(async () => {
     for (const [i, n] of [4, 20, 80].entries()) pages.push({ name: `gen-${i}.html`, bytes: Buffer.from(generatedPage(i + 1, n)) });
   }
   for (const p of pages) await fsp.writeFile(path.join(root, p.name), p.bytes);
-  page10k = Buffer.from(generatedPage(99, 40)).subarray(0, 10_000);
+  // 10 KB of HTML whose text does not compress much (random letters), so the wire bytes stay near 10 KB
+  const r = seededRng(99);
+  const letters = Array.from({ length: 12_000 }, (_, i) => (i % 9 === 8 ? ' ' : String.fromCharCode(97 + Math.floor(r() * 26)))).join('');
+  page10k = Buffer.from(`<!DOCTYPE html><title>10k</title><p>${letters}`).subarray(0, 10_000);
   expect(page10k.length).toBe(10_000);
   await fsp.writeFile(path.join(root, 'page10k.html'), page10k);
   await fsp.writeFile(path.join(root, 'small.html'), '<!doctype html><title>s</title><p>small page</p>');
@@ -100,10 +106,16 @@ interface FetchResult {
   id: Uint8Array;
   /** CATP: parse5 serialization of the assembled tree. */
   html?: string;
+  /** CATP: index pieces shown before the last index frame arrived (index frames stand alone). */
+  piecesBeforeIndexComplete?: number;
+  /** CATP: frames whose payload was compressed (method 1), by kind. */
+  compressed?: { index: number; data: number; frames: number };
   /** In-order: the page bytes. */
   bytes?: Buffer;
   elapsedMs: number;
   framesReceived: number;
+  /** Bytes of the frames taken (after the client's own drops). */
+  bytesReceived: number;
   framesDropped: number;
   reportsSent: number;
 }
@@ -165,11 +177,15 @@ class CatpClient {
     const rng = seededRng(opts.seed ?? 1);
     const loss = opts.loss ?? 0;
     const id = opts.id ?? newId();
-    const asm = mode === 'inorder' ? new RawAssembler({ sha256, requestId: id, otherPort: this.port }) : new CatpAssembler({ sha256, requestId: id, otherPort: this.port });
+    const asm = mode === 'inorder' ? new RawAssembler({ sha256, requestId: id, otherPort: this.port }) : new CatpAssembler({ sha256, codec, requestId: id, otherPort: this.port });
     const builder = parse5TreeBuilder();
     const parts: Buffer[] = [];
     let received = 0;
+    let bytesReceived = 0;
     let dropped = 0;
+    let pieces = 0;
+    let piecesBeforeIndexComplete = -1;
+    const compressed = { index: 0, data: 0, frames: 0 };
     const t0 = performance.now();
     const completedBefore = this.server.counters().catpCompleted;
     const settled = (r: FetchResult): Promise<FetchResult> =>
@@ -192,12 +208,15 @@ class CatpClient {
         for (let rep = asm.nextReport(now); rep !== null; rep = asm.nextReport(now)) void this.send(rep).catch(() => undefined);
         for (let ev = asm.nextEvent(); ev !== null; ev = asm.nextEvent()) {
           if (ev.type === 'prefix-extended') parts.push(Buffer.from(ev.bytes));
-          else if (ev.type === 'skeleton-ready' || ev.type === 'block-filled') builder.apply(ev);
+          else if (ev.type === 'index-piece' || ev.type === 'block-filled') {
+            builder.apply(ev);
+            if (ev.type === 'index-piece') pieces++;
+          } else if (ev.type === 'index-complete') piecesBeforeIndexComplete = pieces - 1;
           else if (ev.type === 'page-complete') {
             const elapsedMs = performance.now() - t0;
-            const base = { id, elapsedMs, framesReceived: received, framesDropped: dropped, reportsSent: asm.receiver.reportsSent };
+            const base = { id, elapsedMs, framesReceived: received, bytesReceived, framesDropped: dropped, reportsSent: asm.receiver.reportsSent };
             if (mode === 'inorder') finish(null, { ...base, bytes: Buffer.concat(parts) });
-            else finish(null, { ...base, html: parse5.serialize(builder.root as parse5.DefaultTreeAdapterMap['document']) });
+            else finish(null, { ...base, html: parse5.serialize(builder.root as parse5.DefaultTreeAdapterMap['document']), piecesBeforeIndexComplete, compressed });
           } else finish(new Error(`${ev.type}: ${ev.code} ${ev.message}`));
         }
         if (this.timer) clearTimeout(this.timer);
@@ -211,6 +230,13 @@ class CatpClient {
           return;
         }
         received++;
+        bytesReceived += msg.length;
+        if (msg.length > 33) {
+          compressed.frames++;
+          // index: 8-byte check, then the method byte; data: the method byte first
+          if (msg[10] === FRAME_KIND.INDEX && msg[32 + 8] === 1) compressed.index++;
+          if (msg[10] === FRAME_KIND.DATA && msg[32] === 1) compressed.data++;
+        }
         asm.receive(msg, performance.now());
         pump();
       };
@@ -220,7 +246,7 @@ class CatpClient {
         .then(() => {
           asm.start(performance.now());
           pump();
-          if (opts.noWait) resolve({ id, elapsedMs: 0, framesReceived: 0, framesDropped: 0, reportsSent: 0 });
+          if (opts.noWait) resolve({ id, elapsedMs: 0, framesReceived: 0, bytesReceived: 0, framesDropped: 0, reportsSent: 0 });
         })
         .catch((e: Error) => finish(e));
     });
@@ -261,6 +287,10 @@ describe('CATP sessions', () => {
       try {
         const r = await client.fetch(`/${p.name}`, { loss: 0.2, seed: 100 + i });
         expect(r.html).toBe(expectedTree(p.bytes));
+        // the server's frames are compressed (brotli, each on its own), and index pieces were shown one by one
+        expect(r.compressed!.index).toBeGreaterThan(0);
+        expect(r.compressed!.data).toBeGreaterThan(0);
+        expect(r.piecesBeforeIndexComplete).toBeGreaterThanOrEqual(0);
         await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, `session for ${p.name} to complete`);
         const c = server.counters();
         expect(delta(c, before, 'catpSessions')).toBe(1);
@@ -311,12 +341,15 @@ describe('CATP sessions', () => {
     }
   });
 
-  test('Catp-Rate is honoured: 10 KB at 20,000 B/s takes at least ~0.4 s', async () => {
+  test('Catp-Rate is honoured: 10 KB (about 7 KB of compressed frames) at 20,000 B/s takes at least ~0.3 s', async () => {
     const client = await new CatpClient(server).start();
     try {
       const r = await client.fetch('/page10k.html', { rate: 20_000 });
       expect(r.html).toBe(expectedTree(page10k));
-      expect(r.elapsedMs).toBeGreaterThanOrEqual(350);
+      // the rate counts the frames' bytes (compressed): everything after the first burst waits its turn
+      expect(r.bytesReceived).toBeGreaterThan(5_000);
+      expect(r.bytesReceived).toBeLessThan(page10k.length);
+      expect(r.elapsedMs).toBeGreaterThanOrEqual(((r.bytesReceived - 1460) / 20_000) * 1000 * 0.9);
     } finally {
       client.close();
     }
@@ -492,7 +525,7 @@ describe('CATP sessions', () => {
         if (i % 2 === 0) b.set(slow.id, 0); // half aimed at the live session
         b[11] = 0xca;
         if (i % 3 === 0) {
-          b[12] = 1; // version and kind right, so the decoder gets further
+          b[12] = 2; // version (CATP_VERSION) and kind right, so the decoder gets further
           if (len > 13) b[13] = 4;
           if (len > 14) b[14] &= 2; // never "complete"
           b[10] = 0;

@@ -1,0 +1,410 @@
+/**
+ * Index frames that stand alone (issue 16): every index frame, whatever order it arrives in and whatever is lost,
+ * makes its piece of the page displayable the moment it arrives. Checked after EVERY frame against a model of
+ * what must be on screen, built from the encoder's numbered nodes:
+ *  - every node of every piece that arrived is in the tree, in its place (pre-order, right parent), with its
+ *    attributes and inline text; slot text as far as its data has come;
+ *  - the ancestors of a piece whose own frame is not here stand in provisionally: right tag, no attributes;
+ *  - a `<catp-missing data-catp-kind="index">` stands before the first node of every piece whose preceding
+ *    piece is missing, and goes when that piece arrives; a `kind="slot"` one before each visible text still
+ *    waiting for data;
+ *  - nothing else is in the tree.
+ * At the end the tree is exactly parse5's, without placeholders. Lost index frames are repaired through the
+ * real report / resend path (index frames are resent before anything else).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as parse5 from 'parse5';
+import {
+  CatpAssembler,
+  CatpEvent,
+  encodePage,
+  EncodedPage,
+  FRAME_KIND,
+  IndexNode,
+  IndexPiece,
+  parse5TreeBuilder,
+  Parse5TreeBuilder,
+  RepairSender,
+  STREAM,
+  SlotRef,
+} from '../../../protocol/catp';
+import { toHtml5libTree } from '../../helpers/html5lib';
+import { realPages } from '../../helpers/catp-real-pages';
+import { codec, newAssembler, placeholders, rng, seqOf, sha256, shuffle } from '../../helpers/catp-util';
+import { seededRng } from '../../../protocol/random';
+
+type P5Node = parse5.DefaultTreeAdapterMap['node'];
+type P5Element = parse5.DefaultTreeAdapterMap['element'];
+type Doc = parse5.DefaultTreeAdapterMap['document'];
+
+const ID = new Uint8Array([0x80, 0x16, 0x16, 0x16, 0x16, 0x16, 0x16, 0x16]);
+
+/** A generated article with many index frames: varied markup, attributes, lists, a table, a template. */
+function generated(): string {
+  const r = seededRng(16);
+  const words = ['river', 'stone', 'ünïcode', 'graph', '日本語', 'window', 'packet', 'loss', '😀', 'frame', 'index', 'piece'];
+  const phrase = (n: number) => Array.from({ length: n }, () => words[Math.floor(r() * words.length)]).join(' ');
+  const sections = Array.from({ length: 150 }, (_, i) =>
+    `<section id="s${i}" class="sec sec-${i % 4}" data-n="${i}"><h2>Section ${i}: ${phrase(3)}</h2>` +
+    `<p class="lead">${phrase(40)} <a href="/s/${i}?q=${phrase(1)}" title="${phrase(2)}">${phrase(2)}</a> ${phrase(25)}</p>` +
+    `<ul class="l${i}">${Array.from({ length: 4 }, (_, j) => `<li id="i${i}-${j}"><em>${phrase(2)}</em> ${phrase(4)}</li>`).join('')}</ul>` +
+    (i % 7 === 3 ? `<table><tr><th>a</th><th>b</th></tr><tr><td>${phrase(3)}</td><td>${phrase(3)}</td></tr></table>` : '') +
+    (i % 9 === 5 ? `<template><p>${phrase(5)}</p></template><!-- ${phrase(8)} -->` : '') +
+    `</section>`).join('\n');
+  return `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Generated</title><style>body{font:16px serif} .sec{margin:1em}</style></head>` +
+    `<body><header id="top"><h1>Top heading of the page</h1><p id="first">First paragraph, at the top.</p></header><main>${sections}</main>` +
+    `<footer><p id="last">Last paragraph, at the bottom.</p></footer><script>var late = 1;</script></body></html>`;
+}
+
+/** What must be on screen, from the encoder's numbered nodes and the events seen so far. */
+class Model {
+  readonly nodes: IndexNode[];
+  private readonly depth: number[];
+  private readonly refs = new Map<number, SlotRef>();
+  private readonly arrived = new Map<number, IndexPiece>();
+  private readonly real = new Set<number>();
+  private readonly firstOf = new Map<number, number>();
+  private readonly parts = new Map<number, string[]>();
+
+  constructor(readonly page: EncodedPage) {
+    this.nodes = page.pieces.flatMap((p) => p.nodes);
+    this.depth = [0];
+    for (const nd of this.nodes) {
+      this.depth[nd.n] = this.depth[nd.parent] + 1;
+      if (nd.kind === 'element') for (const a of nd.attrs) if (a.slot) this.refs.set(a.slot.slot, a.slot);
+      if (nd.kind === 'text-slot' || nd.kind === 'comment-slot') this.refs.set(nd.ref.slot, nd.ref);
+    }
+  }
+
+  apply(e: CatpEvent): void {
+    if (e.type === 'index-piece') {
+      this.arrived.set(e.piece.ordinal, e.piece);
+      for (const nd of e.piece.nodes) this.real.add(nd.n);
+      if (e.piece.nodeCount > 0) this.firstOf.set(e.piece.firstNode, e.piece.ordinal);
+    }
+    if (e.type === 'index-piece' || e.type === 'block-filled') {
+      for (const f of e.fills) {
+        let p = this.parts.get(f.slot);
+        if (p === undefined) this.parts.set(f.slot, (p = new Array<string>(f.parts).fill('')));
+        p[f.part] = f.text;
+      }
+    }
+  }
+
+  has(ordinal: number): boolean {
+    return this.arrived.has(ordinal);
+  }
+
+  private text(ref: SlotRef): string {
+    return (this.parts.get(ref.slot) ?? []).join('');
+  }
+
+  private complete(ref: SlotRef): boolean {
+    return this.filledCount(ref) === ref.parts;
+  }
+
+  private readonly filled = new Map<number, Set<number>>();
+  /** Parts of a slot filled so far (a part may be filled with ''). */
+  private filledCount(ref: SlotRef): number {
+    return this.filled.get(ref.slot)?.size ?? 0;
+  }
+
+  noteFills(e: CatpEvent): void {
+    if (e.type !== 'index-piece' && e.type !== 'block-filled') return;
+    for (const f of e.fills) {
+      let s = this.filled.get(f.slot);
+      if (s === undefined) this.filled.set(f.slot, (s = new Set()));
+      s.add(f.part);
+    }
+  }
+
+  /** Expected tree entries (depth, description) in document order, and the node number of each (-1: placeholder). */
+  expected(): { entries: string[]; ns: number[]; indexPlaceholders: number; provisional: number } {
+    const prov = new Set<number>();
+    for (const p of this.arrived.values()) for (const c of p.chain) if (!this.real.has(c.n)) prov.add(c.n);
+    const entries: string[] = [];
+    const ns: number[] = [];
+    let indexPlaceholders = 0;
+    for (const nd of this.nodes) {
+      const n = nd.n;
+      const isReal = this.real.has(n);
+      if (!isReal && !prov.has(n)) continue;
+      const d = this.depth[n];
+      const k = this.firstOf.get(n);
+      if (isReal && k !== undefined && k > 0 && !this.arrived.has(k - 1)) {
+        entries.push(`${d} ph:index`);
+        ns.push(-1);
+        indexPlaceholders++;
+      }
+      if (nd.kind === 'text-slot' && nd.ref.stream === STREAM.VISIBLE && !this.complete(nd.ref)) {
+        entries.push(`${d} ph:slot`);
+        ns.push(-1);
+      }
+      let desc: string;
+      switch (nd.kind) {
+        case 'element': {
+          const attrs = isReal ? nd.attrs.map((a) => attrDesc(a, a.slot ? (this.complete(a.slot) ? this.text(a.slot) : '') : a.value)).join('') : '';
+          desc = `<${nd.namespace}|${nd.tagName}${attrs}>`;
+          break;
+        }
+        case 'content':
+          desc = '#content';
+          break;
+        case 'text':
+          desc = `#text ${JSON.stringify(nd.value)}`;
+          break;
+        case 'text-slot':
+          desc = `#text ${JSON.stringify(this.text(nd.ref))}`;
+          break;
+        case 'comment':
+          desc = `#comment ${JSON.stringify(nd.data)}`;
+          break;
+        case 'comment-slot':
+          desc = `#comment ${JSON.stringify(this.text(nd.ref))}`;
+          break;
+        case 'doctype':
+          desc = `#doctype ${nd.name}|${nd.publicId}|${nd.systemId}`;
+          break;
+      }
+      entries.push(`${d} ${desc}`);
+      ns.push(n);
+    }
+    return { entries, ns, indexPlaceholders, provisional: prov.size };
+  }
+}
+
+function attrDesc(a: { name: string; value: string; namespace?: string; prefix?: string }, value: string): string {
+  return ` ${a.namespace ? `{${a.namespace}}` : ''}${a.prefix ? `${a.prefix}:` : ''}${a.name}=${JSON.stringify(value)}`;
+}
+
+/** The builder's tree as entries (depth, description) in document order, with the node of each. */
+function actual(root: P5Node): { entries: string[]; nodes: P5Node[] } {
+  const entries: string[] = [];
+  const nodes: P5Node[] = [];
+  const stack: Array<[P5Node, number]> = [];
+  const push = (kids: P5Node[], d: number): void => {
+    for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], d]);
+  };
+  push(('childNodes' in root ? root.childNodes : []) as P5Node[], 1);
+  while (stack.length > 0) {
+    const [n, d] = stack.pop() as [P5Node, number];
+    nodes.push(n);
+    switch (n.nodeName) {
+      case '#text':
+        entries.push(`${d} #text ${JSON.stringify((n as parse5.DefaultTreeAdapterMap['textNode']).value)}`);
+        continue;
+      case '#comment':
+        entries.push(`${d} #comment ${JSON.stringify((n as parse5.DefaultTreeAdapterMap['commentNode']).data)}`);
+        continue;
+      case '#documentType': {
+        const t = n as parse5.DefaultTreeAdapterMap['documentType'];
+        entries.push(`${d} #doctype ${t.name}|${t.publicId}|${t.systemId}`);
+        continue;
+      }
+      case '#document-fragment':
+        entries.push(`${d} #content`);
+        push((n as parse5.DefaultTreeAdapterMap['documentFragment']).childNodes as P5Node[], d + 1);
+        continue;
+    }
+    const e = n as P5Element;
+    if (e.tagName === 'catp-missing') {
+      entries.push(`${d} ph:${e.attrs.find((a) => a.name === 'data-catp-kind')?.value}`);
+      expect(e.childNodes).toHaveLength(0);
+      continue;
+    }
+    entries.push(`${d} <${e.namespaceURI}|${e.tagName}${e.attrs.map((a) => attrDesc(a, a.value)).join('')}>`);
+    const content = (e as parse5.DefaultTreeAdapterMap['template']).content;
+    // a template's own children come before its content (the encoder's pre-order)
+    if (content) stack.push([content, d + 1]);
+    push(e.childNodes as P5Node[], d + 1);
+  }
+  return { entries, nodes };
+}
+
+/** Feeds frames one at a time; after each, the tree must be exactly what the model says. */
+class Watcher {
+  readonly builder: Parse5TreeBuilder = parse5TreeBuilder();
+  readonly model: Model;
+  readonly types: string[] = [];
+  checks = 0;
+  maxIndexPlaceholders = 0;
+  maxProvisional = 0;
+
+  constructor(
+    readonly page: EncodedPage,
+    readonly asm: CatpAssembler,
+  ) {
+    this.model = new Model(page);
+  }
+
+  deliver(f: Uint8Array, now = 0): void {
+    const isIndex = f[10] === FRAME_KIND.INDEX;
+    const r = this.asm.receive(f, now);
+    const ordinals: number[] = [];
+    for (let e = this.asm.nextEvent(); e; e = this.asm.nextEvent()) {
+      this.types.push(e.type);
+      expect(e.type === 'page-corrupt' || e.type === 'error').toBe(false);
+      this.model.noteFills(e);
+      this.model.apply(e);
+      this.builder.apply(e);
+      if (e.type === 'index-piece') ordinals.push(e.piece.ordinal);
+    }
+    // an index frame taken is shown at once: its own index-piece event, from this very frame
+    if (isIndex && r.accepted) expect(ordinals).toHaveLength(1);
+    if (!isIndex) expect(ordinals).toHaveLength(0);
+    this.check(isIndex && r.accepted ? ordinals[0] : null);
+  }
+
+  check(justArrived: number | null): void {
+    this.checks++;
+    const want = this.model.expected();
+    if (this.builder.root === null) {
+      expect(want.entries).toEqual([]);
+      return;
+    }
+    const got = actual(this.builder.root);
+    expect(got.entries).toEqual(want.entries);
+    const ph = placeholders(this.builder.root);
+    expect(ph.index).toBe(want.indexPlaceholders);
+    this.maxIndexPlaceholders = Math.max(this.maxIndexPlaceholders, ph.index);
+    this.maxProvisional = Math.max(this.maxProvisional, want.provisional);
+    if (justArrived === null) return;
+    // the piece that just arrived: each of its nodes is in the tree, and its first node sits under its chain
+    const p = this.page.pieces[justArrived];
+    const at = new Map<number, P5Node>();
+    want.ns.forEach((n, i) => {
+      if (n >= 0) at.set(n, got.nodes[i]);
+    });
+    for (const nd of p.nodes) expect(at.has(nd.n)).toBe(true);
+    if (p.nodeCount === 0) return;
+    const tags: string[] = [];
+    for (let u = (at.get(p.firstNode) as P5Element | undefined)?.parentNode; u && 'tagName' in u; u = u.parentNode) tags.unshift(u.tagName);
+    const lastContent = p.chain.map((c) => c.content).lastIndexOf(true);
+    expect(tags).toEqual(p.chain.slice(lastContent + 1).map((c) => c.tagName));
+  }
+
+  finish(html: string): void {
+    expect(this.types).toContain('page-complete');
+    const root = this.builder.root as Doc;
+    expect(parse5.serialize(root)).toBe(parse5.serialize(parse5.parse(html)));
+    expect(toHtml5libTree(root)).toBe(toHtml5libTree(parse5.parse(html)));
+    expect(placeholders(root)).toEqual({ slot: 0, index: 0 });
+    expect(this.builder.missingSlots).toBe(0);
+  }
+}
+
+/**
+ * The issue's scenario: index frames in reverse order with a third of them lost, then every data frame; then the
+ * receiver's report, the sender's resends (the lost index frames first), delivered. Checked after every frame.
+ */
+function reverseLossRepair(html: string): { watcher: Watcher; page: EncodedPage; lost: number } {
+  const page = encodePage(html, { sha256, codec });
+  const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateFramesPerSec: 1e12, initialRttMs: 1 });
+  const w = new Watcher(page, newAssembler({ requestId: ID }));
+  w.asm.start(0);
+  const first: Uint8Array[] = [];
+  for (let d = sender.nextDatagram(0); d; d = sender.nextDatagram(0)) first.push(d);
+  expect(first).toHaveLength(page.frames.length);
+  const index = first.filter((f) => f[10] === FRAME_KIND.INDEX);
+  const data = first.filter((f) => f[10] !== FRAME_KIND.INDEX);
+  expect(index).toHaveLength(page.indexFrames);
+  // a third of the index frames lost (ordinals 1, 4, 7, ...: each leaves a gap before the next piece)
+  const lostSeqs = new Set(index.filter((_, k) => k % 3 === 1).map(seqOf));
+  for (const f of [...index].reverse()) if (!lostSeqs.has(seqOf(f))) w.deliver(f, 1);
+  // a placeholder stands before each piece whose predecessor is lost
+  const gaps = page.pieces.filter((p) => p.ordinal % 3 === 2 && p.nodeCount > 0).length;
+  expect(w.maxIndexPlaceholders).toBe(gaps);
+  for (const f of data) w.deliver(f, 2);
+  // repair: the receiver reports, the sender resends the lost index frames before anything else
+  let now = 2;
+  for (let round = 0; round < 5 && !w.types.includes('page-complete'); round++) {
+    now += 500;
+    for (let rep = w.asm.nextReport(now); rep; rep = w.asm.nextReport(now)) sender.receiveReport(rep, now);
+    const resent: Uint8Array[] = [];
+    for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) resent.push(d);
+    if (round === 0) expect(new Set(resent.slice(0, lostSeqs.size).map(seqOf))).toEqual(lostSeqs);
+    for (const f of resent) w.deliver(f, now);
+  }
+  w.finish(html);
+  return { watcher: w, page, lost: lostSeqs.size };
+}
+
+const corpus = realPages();
+const REAL = 'wikipedia-4.html';
+const realHtml = corpus && corpus.files.includes(REAL) ? fs.readFileSync(path.join(corpus.dir, REAL), 'utf8') : null;
+
+describe('index frames that stand alone', () => {
+  test('a generated page: index frames in reverse order, a third lost and repaired, data after; checked after every frame', () => {
+    const { watcher, page, lost } = reverseLossRepair(generated());
+    expect(page.indexFrames).toBeGreaterThanOrEqual(5);
+    expect(lost).toBeGreaterThanOrEqual(2);
+    expect(watcher.maxProvisional).toBeGreaterThan(0);
+    expect(watcher.checks).toBeGreaterThanOrEqual(page.frames.length);
+  });
+
+  (realHtml ? test : test.skip)(`a real page (${REAL}): the same, checked after every frame`, () => {
+    const { watcher, page, lost } = reverseLossRepair(realHtml as string);
+    expect(page.indexFrames).toBeGreaterThanOrEqual(10);
+    expect(lost).toBeGreaterThanOrEqual(4);
+    expect(watcher.maxProvisional).toBeGreaterThan(0);
+    console.log(`${REAL}: ${page.indexFrames} index frames (${lost} lost and repaired), ${page.frames.length} frames, ${watcher.checks} checks`);
+  }, 60_000);
+
+  test('any order with a third of the index frames lost (seeded), checked after every frame', () => {
+    const html = generated();
+    const page = encodePage(html, { sha256, codec });
+    for (let seed = 1; seed <= 3; seed++) {
+      const r = rng(seed);
+      const w = new Watcher(page, newAssembler());
+      const frames = shuffle([...page.frames], r);
+      const late = frames.filter((f) => f[10] === FRAME_KIND.INDEX && r() < 1 / 3);
+      for (const f of frames) if (!late.includes(f)) w.deliver(f);
+      for (const f of late) w.deliver(f);
+      w.finish(html);
+    }
+  });
+});
+
+describe('send order: the top of the page first', () => {
+  /** Delivers frames in send order until the second index frame; returns the tree's text so far. */
+  function textBeforeSecondIndexFrame(page: EncodedPage): { text: string; frames: number; bytes: number } {
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    let indexSeen = 0;
+    let frames = 0;
+    let bytes = 0;
+    for (const f of page.frames) {
+      if (f[10] === FRAME_KIND.INDEX && ++indexSeen === 2) break;
+      frames++;
+      bytes += f.length;
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    const texts: string[] = [];
+    const walk = (n: P5Node): void => {
+      if (n.nodeName === '#text') texts.push((n as parse5.DefaultTreeAdapterMap['textNode']).value);
+      for (const c of ('childNodes' in n ? n.childNodes : []) as P5Node[]) walk(c);
+    };
+    if (b.root) walk(b.root);
+    return { text: texts.join(' '), frames, bytes };
+  }
+
+  test('generated page: the first index frame and its blocks show the heading and first paragraph, nothing from the bottom', () => {
+    const page = encodePage(generated(), { sha256, codec });
+    expect(page.indexFrames).toBeGreaterThan(1);
+    const { text, frames } = textBeforeSecondIndexFrame(page);
+    expect(text).toContain('Top heading of the page');
+    expect(text).toContain('First paragraph, at the top.');
+    expect(text).not.toContain('Last paragraph, at the bottom.');
+    expect(frames).toBeLessThan(page.frames.length / 2);
+  });
+
+  (realHtml ? test : test.skip)(`${REAL}: the first body text is on screen before the second index frame`, () => {
+    const page = encodePage(realHtml as string, { sha256, codec });
+    const { text, frames, bytes } = textBeforeSecondIndexFrame(page);
+    expect(text).toMatch(/Jump to\s+content/);
+    expect(frames).toBeLessThanOrEqual(3);
+    expect(bytes).toBeLessThan(4500);
+  });
+});
