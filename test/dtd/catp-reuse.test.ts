@@ -227,11 +227,9 @@ test('(d) a corrupted store entry is not used: that block is fetched again and t
   expect(store.list().some((e) => e.digestHex === h)).toBe(true);
 });
 
-// BUG (protocol/catp/assembler.ts; the unit test in test/unit/catp/reuse.test.ts shows it alone): when the hold
-// ends by its deadline, the blocks the client already filled from its store arrive anyway; the assembler takes
-// each as a new block (fillLocal() leaves its frame number "not stored"), counts it filled twice, and the page
-// never completes: this load times out after 20 s. `.failing` while the bug is there: drop it once fixed.
-test.failing('(e) when the client\'s exhaustive reports are lost, the server\'s hold ends by its deadline', async () => {
+// When the hold ends by its deadline, the blocks the client already filled from its store arrive anyway: each
+// is a duplicate (counted as arrivedAnyway), not a second fill (test/unit/catp/reuse.test.ts shows it alone).
+test('(e) when the client\'s exhaustive reports are lost, the server\'s hold ends by its deadline', async () => {
   const HOLD_MS = 700;
   const holding = await startServer({ root: served.dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 4_000_000, reuseHoldMs: HOLD_MS } });
   let droppedExhaustive = 0;

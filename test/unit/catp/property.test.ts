@@ -92,7 +92,7 @@ describe('CATP properties', () => {
       { numRuns: 300 },
     );
     // the property is about pieces in any order: most runs must have had several
-    expect(multiIndex).toBeGreaterThan(80);
+    expect(multiIndex).toBeGreaterThan(50);
     console.log(`${multiIndex} of 300 runs had several index frames`);
   });
 

@@ -263,13 +263,11 @@ describe('assembler: local fill', () => {
     expect(r.missing).toEqual(ranges);
   });
 
-  // BUG (protocol/catp/assembler.ts, reported in /tmp/helper-tests-report.md): fillLocal() fills the block but
-  // does not make its frame number "stored", so a network copy that arrives anyway (the hold expired, a sender
-  // that did not acknowledge reuse) is taken as new: applyData -> accept() counts the block filled a second
-  // time (progress() says 13 of 12), maybeFinish() then runs before the last block is here and throws on its
-  // null payload (counted CATP_ERR_INTERNAL), and the page never completes. The host (app/stream-session.ts)
-  // expects CATP_DUPLICATE here to count `arrivedAnyway`. `.failing` while the bug is there: drop it once fixed.
-  test.failing('a network copy of a block filled from the store is a duplicate, and the page still completes', () => {
+  // A network copy that arrives anyway (the hold expired, a sender that did not acknowledge reuse) must not
+  // count the block twice (it did: progress() said 13 of 12 blocks, maybeFinish() threw on the missing block's
+  // null payload, CATP_ERR_INTERNAL, and the page never completed); the host (app/stream-session.ts) counts
+  // `arrivedAnyway` from this CATP_DUPLICATE.
+  test('a network copy of a block filled from the store is a duplicate, and the page still completes', () => {
     const a = withIndex();
     expect(a.fillLocal(2, payloadOf(2))).toBe(true);
     expect(a.receive(flagged[SEQ_OF_BLOCK[2]], 2).code).toBe(REJECT.DUPLICATE);
