@@ -421,6 +421,12 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       return;
     }
     const b = this.blockOfSeq.get(h.seq);
+    if (b !== undefined && this.data[b] !== null) {
+      // the network copy of a block already filled from the client's own store
+      this.raw[h.seq] = payload;
+      this.seqKind[h.seq] = KIND_DATA;
+      throw new Reject(REJECT.DUPLICATE);
+    }
     if (b === undefined) {
       if (this.heldBytes + payload.length > this.limits.maxHeldBytes) this.refuse(h.seq, REJECT.HOLD_FULL);
       this.raw[h.seq] = payload;
@@ -646,6 +652,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   }
 
   private accept(b: number, payload: Uint8Array, fills: SlotFill[], local: boolean): void {
+    if (this.data[b] !== null) return; // filled already (guard: a block counts once)
     this.data[b] = payload;
     this.filled++;
     if (local) {
