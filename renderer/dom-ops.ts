@@ -2,8 +2,11 @@
 // builder decided where every node goes; this only executes, in order, in slices that leave the main thread free:
 // a large piece of a page is built a few milliseconds at a time, and the paint between slices shows what is done.
 // The operations come over IPC: anything malformed is counted and skipped, never thrown.
-import { DOM_OP, type DomOps } from '../protocol/browser/api';
+import type { DOM_OP as DomOpCodes, DomOps } from '../protocol/browser/api';
 import type { CatpAttr, DocumentMode } from '../protocol/catp/index-piece';
+
+// The renderer imports protocol/ as types only: the op codes are repeated here, and the type says they match.
+const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, DOCTYPE: 4, CONTENT: 5, PLACEHOLDER: 6, INSERT: 7, REMOVE: 8, SET_TEXT: 9, SET_ATTRS: 10 };
 
 export const HTML_NS = 'http://www.w3.org/1999/xhtml';
 export const PLACEHOLDER_TAG = 'catp-missing';

@@ -11,6 +11,7 @@ import * as net from 'net';
 import { randomBytes } from 'crypto';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
 import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
+import { CodedBodyCache, codeResponse } from './content-coding';
 import { DhttpRequestStream } from '../protocol/dhttp/stream';
 import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
@@ -201,6 +202,8 @@ class Server implements DhttpServer {
   private readonly holdSweep: NodeJS.Timeout;
   private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
   private readonly inbound = new Set<net.Socket>();
+  /** Compressed bodies for plain HTTP/1.1 answers, per file version and coding. */
+  private readonly coded = new CodedBodyCache();
   private udpInFlight = 0;
   private closed = false;
   private closing: Promise<void> | null = null;
@@ -608,7 +611,7 @@ class Server implements DhttpServer {
       this.c.tcpIdleTimeouts++;
       sock.destroy();
     });
-    new InboundConnection(sock, this.files, this.limits, this.dtdEnabled, this.dtdC, {
+    new InboundConnection(sock, this.files, this.coded, this.limits, this.dtdEnabled, this.dtdC, {
       malformed: (code) => {
         bump(this.c.tcpMalformed, code);
         if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
@@ -688,6 +691,7 @@ class InboundConnection {
   constructor(
     private readonly sock: net.Socket,
     private readonly files: FileServer,
+    private readonly coded: CodedBodyCache,
     private readonly limits: ServerLimits,
     private readonly dtdEnabled: boolean,
     private readonly dtd: ReturnType<typeof newDtdCounters>,
@@ -819,10 +823,12 @@ class InboundConnection {
       this.write(encodeResponse(item.id, serializeResponse(res, { head })));
       return;
     }
-    this.countPayload(res, req.method);
-    const headers = res.headers.filter(([n]) => n.toLowerCase() !== 'connection');
+    // plain HTTP/1.1: compressed as real servers do (content-coding.ts)
+    const out = codeResponse(res, getHeader(req.headers, 'accept-encoding'), this.coded);
+    this.countPayload(out, req.method);
+    const headers = out.headers.filter(([n]) => n.toLowerCase() !== 'connection');
     headers.push(['Connection', keepAlive(req) ? 'keep-alive' : 'close']);
-    this.write(serializeResponse({ ...res, headers }, { head }));
+    this.write(serializeResponse({ ...out, headers }, { head }));
   }
 
   private countPayload(res: HttpResponse, method: string): void {

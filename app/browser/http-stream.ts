@@ -10,6 +10,7 @@
 // stream with a named error (HTTP_ERR_*), never a throw out of the callback.
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import * as zlib from 'node:zlib';
 
 import { Endpoint, realtimeNs, type Incoming } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
@@ -239,6 +240,63 @@ export interface HttpStream {
   cancel(): void;
 }
 
+/** What the stream asks for: the codings it can undo as they arrive (Node's zlib). */
+export const ACCEPT_ENCODING = 'gzip, deflate, br';
+
+/**
+ * Undoes a Content-Encoding as the bytes arrive (zlib's streaming decoders): decoded bytes go on with the
+ * kernel receive time of the latest segment that fed them. A corrupt body, an unknown coding or a body that
+ * inflates past the limit ends the stream with HTTP_ERR_CONTENT_ENCODING.
+ */
+class ContentDecoder {
+  private readonly z: zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress;
+  private rxNs = 0n;
+  private out = 0;
+  private failed = false;
+
+  constructor(
+    coding: string,
+    private readonly maxBytes: number,
+    private readonly onData: (bytes: Uint8Array, rxNs: bigint) => void,
+    private readonly onEnd: () => void,
+    private readonly onError: (err: HttpStreamError) => void,
+  ) {
+    const c = coding.toLowerCase();
+    this.z = c === 'gzip' || c === 'x-gzip' ? zlib.createGunzip() : c === 'deflate' ? zlib.createInflate() : zlib.createBrotliDecompress();
+    this.z.on('data', (chunk: Buffer) => {
+      if (this.failed) return;
+      this.out += chunk.length;
+      if (this.out > this.maxBytes) return this.fail(`decoded body over ${this.maxBytes} bytes`);
+      this.onData(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength), this.rxNs);
+    });
+    this.z.on('end', () => {
+      if (!this.failed) this.onEnd();
+    });
+    this.z.on('error', (e: Error) => this.fail(e.message));
+  }
+
+  static supports(coding: string): boolean {
+    return /^(gzip|x-gzip|deflate|br)$/i.test(coding);
+  }
+
+  write(bytes: Uint8Array, rxNs: bigint): void {
+    if (this.failed) return;
+    this.rxNs = rxNs;
+    this.z.write(bytes);
+  }
+
+  end(): void {
+    if (!this.failed) this.z.end();
+  }
+
+  private fail(why: string): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.z.destroy();
+    this.onError(new HttpStreamError('HTTP_ERR_CONTENT_ENCODING', `the body's content coding does not decode: ${why}`));
+  }
+}
+
 /** GETs an http:// URL and streams its body. Exactly one of onEnd / onError is called (unless cancelled). */
 export async function httpStream(url: string, h: HttpStreamHandlers, options: HttpStreamOptions = {}): Promise<HttpStream> {
   const target = parseTarget(url);
@@ -258,8 +316,27 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
     if (err) h.onError(err);
     else h.onEnd();
   };
+  let coded: ContentDecoder | null = null;
   const decoder = new StreamingResponseDecoder(
-    { onHead: (head) => h.onHead(head), onData: (b, rx) => h.onData(b, rx), onEnd: () => settle(null) },
+    {
+      onHead: (head) => {
+        const codings = head.headers.filter(([n]) => n.toLowerCase() === 'content-encoding').flatMap(([, v]) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '' && v.toLowerCase() !== 'identity');
+        if (codings.length > 1 || (codings.length === 1 && !ContentDecoder.supports(codings[0]!))) {
+          throw new HttpStreamError('HTTP_ERR_CONTENT_ENCODING', `content coding not supported: ${codings.join(', ')}`);
+        }
+        if (codings.length === 1) {
+          coded = new ContentDecoder(codings[0]!, options.maxBodyBytes ?? 64 * 1024 * 1024, (b, rx) => {
+            if (!settled) h.onData(b, rx);
+          }, () => settle(null), (err) => {
+            if (conn >= 0) endpoint.closeConnection(conn);
+            settle(err);
+          });
+        }
+        h.onHead(head);
+      },
+      onData: (b, rx) => (coded ? coded.write(b, rx) : h.onData(b, rx)),
+      onEnd: () => (coded ? coded.end() : settle(null)),
+    },
     options.maxBodyBytes,
   );
   const onIncoming = (batch: Incoming[]) => {
@@ -267,7 +344,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
       if (settled) return;
       if (item.kind === 'tcp-open' && item.conn === conn) {
         const hostHeader = target.port === 80 ? target.host : `${target.host}:${target.port}`;
-        const req = `GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`;
+        const req = `GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nAccept-Encoding: ${ACCEPT_ENCODING}\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`;
         endpoint.sendTcp(conn, Buffer.from(req, 'latin1'));
       } else if (item.kind === 'tcp-data' && item.conn === conn) {
         try {

@@ -470,7 +470,9 @@ export class BrowserService {
           status = head.status;
           contentType = head.headers.find(([n]) => n.toLowerCase() === 'content-type')?.[1] ?? '';
           const cl = head.headers.find(([n]) => n.toLowerCase() === 'content-length')?.[1];
-          total = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : null;
+          const coded = head.headers.some(([n, v]) => n.toLowerCase() === 'content-encoding' && v.trim().toLowerCase() !== 'identity');
+          // a coded body's Content-Length counts coded bytes, not the page's
+          total = cl !== undefined && /^\d+$/.test(cl) && !coded ? Number(cl) : null;
           html = status === 200 && (contentType === '' || /^text\/html\b/i.test(contentType));
         },
         onData: (bytes, rxNs) => {

@@ -58,15 +58,23 @@ function stopChild(child: ChildProcess): Promise<void> {
 }
 
 /**
- * Warms our server's encoded-page cache for one page, as a busy origin's cache is warm: one CATP load from inside
- * the server's namespace (local, so nothing crosses the emulated link or shows in its log and capture). The
- * server encodes a page once per file version at its best compression (seconds for a large page); without
- * this, every measured CATP load would start by waiting for that.
+ * Warms our server's caches for one page and transport, as a busy origin's are warm: one load from inside the
+ * server's namespace (local, so nothing crosses the emulated link or shows in its log and capture). The server
+ * encodes a page's CATP frames, and compresses its HTTP body per coding, once per file version at the best
+ * setting (seconds for a large page); without this, every measured load would start by waiting for that.
+ * `catp`: a CATP load; `tcp`: HTTP with br (what our tcp transport asks for); `chromium`: gzip (what Chromium
+ * asks for over http://).
  */
-export async function warmOrigin(link: Link, origin: Origin, urlPath: string, timeoutMs = 120_000): Promise<void> {
+export async function warmOrigin(link: Link, origin: Origin, urlPath: string, transport: string, timeoutMs = 120_000): Promise<void> {
   if (origin.kind !== 'catp') return;
   const { cmd, args } = catpCommand();
-  await link.runIn('server', cmd, [...args, 'get', '--catp', '--no-store', '-o', '/dev/null', `dhttp://${link.serverAddress}:${origin.port}${urlPath}`], timeoutMs);
+  const at = `${link.serverAddress}:${origin.port}${urlPath}`;
+  const get = transport === 'catp' ? ['--catp', `dhttp://${at}`]
+    : transport === 'tcp' ? ['-H', 'Accept-Encoding: br', `http://${at}`]
+      : transport === 'chromium' ? ['-H', 'Accept-Encoding: gzip, deflate', `http://${at}`]
+        : null;
+  if (get === null) return;
+  await link.runIn('server', cmd, [...args, 'get', '--no-store', '-o', '/dev/null', ...get], timeoutMs);
 }
 
 /** Starts the server on the server side, serving root at serverAddress:port; resolves once it listens (TCP). */

@@ -145,7 +145,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
   try {
     link = await startLink(linkOptionsFor(o, loss, seed));
     origin = await startOrigin(link, o.server, page.root, port);
-    if (transport.name === 'catp') await warmOrigin(link, origin, page.urlPath);
+    await warmOrigin(link, origin, page.urlPath, transport.name);
     capture = await startCapture(link, 'client');
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
