@@ -59,6 +59,8 @@ interface LoadState {
   /** Blocks painted (in order), and the page's block count once the host knows it (else 0). */
   filledBlocks: number[];
   blockCount: number;
+  /** When each dom event's content was painted (epoch ms), in event order. */
+  domPainted: number[];
   frameReady: boolean;
   queue: BrowserEvent[];
   written: boolean;
@@ -156,6 +158,7 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
     applier: null,
     filledBlocks: [],
     blockCount: 0,
+    domPainted: [],
     frameReady: false,
     queue: [],
     written: false,
@@ -225,12 +228,17 @@ function apply(load: LoadState, ev: BrowserEvent): void {
       load.applier ??= new DomOpApplier(doc);
       if (ev.blockCount >= 0) load.blockCount = ev.blockCount;
       const { pieces, blocks, filled } = ev;
+      const k = load.domPainted.length;
+      load.domPainted.push(NaN);
       // the visible update is stamped by the paint after the slice that finished these operations
       load.applier.push(ev.ops, () => {
         if (load.finished && load.record !== null) return;
         load.filledBlocks.push(...filled);
         if (blocks > 0) load.clock.dirty('blocks', blocks);
         else if (pieces > 0) load.clock.dirty('index', pieces);
+        void load.clock.settled().then(() => {
+          load.domPainted[k] = load.clock.updates.at(-1)?.atEpochMs ?? epochNow();
+        });
       });
       return;
     }
@@ -306,6 +314,7 @@ async function finish(load: LoadState, outcome: LoadRecord['outcome'], error?: s
     outcome,
     ...(error !== undefined ? { error } : {}),
     ...(load.savings ? { savings: { ...load.savings } } : {}),
+    ...(load.domPainted.length > 0 ? { domPaintedAtEpochMs: load.domPainted.map((t) => round(t)) } : {}),
   });
   load.record = record;
   lastRecord = record;

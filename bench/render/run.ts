@@ -2,8 +2,9 @@
 // shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded at full speed (no loss,
 // loopback) in the real renderer (`catp browse --headless --record`).
 //
-// Latency per block: the k-th useful data frame (arrival order = fill order) is shown by the first visible
-// update whose running count of painted blocks reaches k; latency = that update's paint time (rAF +
+// Latency per frame: the k-th useful frame (index or data; each one the host turns into one `dom` event of DOM
+// operations) is shown by the paint the renderer records for the k-th dom event (record.domPaintedAtEpochMs:
+// the update stamped after the slice that finished its operations); latency = that paint time (rAF +
 // MessageChannel, epoch ms) - the frame's kernel receive time (CLOCK_REALTIME, epoch ms). Both clocks are
 // the wall clock, read in two processes: the figures carry that (sub-millisecond) uncertainty.
 // Fill throughput: blocks painted / (last block paint - first block paint).
@@ -46,14 +47,13 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
-/** Per-block receive-to-paint latencies and the fill rate of one load record. */
+/**
+ * Per-frame receive-to-paint latencies and the fill rate of one load record: the k-th useful frame (index or data,
+ * in arrival order) is shown by the paint the renderer recorded for the k-th `dom` event.
+ */
 export function analyse(record: LoadRecord): { latencies: number[]; blocks: number; fillPerSec: number } {
-  const frames = record.arrivals.filter((f) => f.useful && f.kind === 'data');
-  const paints: number[] = [];
-  for (const u of record.updates) {
-    if (u.what !== 'blocks') continue;
-    for (let i = 0; i < u.count; i++) paints.push(u.atEpochMs);
-  }
+  const frames = record.arrivals.filter((f) => f.useful && (f.kind === 'data' || f.kind === 'index'));
+  const paints = (record.domPaintedAtEpochMs ?? []).filter((t) => Number.isFinite(t));
   const n = Math.min(frames.length, paints.length);
   const latencies = Array.from({ length: n }, (_, k) => paints[k] - frames[k].atEpochMs).sort((a, b) => a - b);
   const span = n > 1 ? (paints[n - 1] - paints[0]) / 1000 : 0;

@@ -122,6 +122,11 @@ export interface LoadRecord {
   silentTimeMs: number;
   /** Where the longest silent gap starts and ends (epoch ms). */
   silentGap: { from: number; to: number };
+  /**
+   * CATP: for each `dom` event in arrival order (one per frame that made something displayable), when the paint
+   * that shows its content happened (epoch ms). Pairs with the useful frames of `arrivals`: receive-to-paint.
+   */
+  domPaintedAtEpochMs?: number[];
   /** Longest gap between arrivals of useful frames, the first starting at the request (ms). */
   networkFloorMs: number;
   firstPaintMs: number | null;
