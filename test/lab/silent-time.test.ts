@@ -264,9 +264,10 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
         expect(completion).toBeGreaterThanOrEqual(silent);
         expect(firstPaint).toBeLessThanOrEqual(completion);
         expect(firstPaint).toBeGreaterThan(0);
-        // 10 kB of HTML in segments of at most 1448 bytes: at least 7 useful packets, and their gaps
-        // cannot be shorter than serialization at 10 kB/s allows on average
-        expect(r.usefulPackets).toBeGreaterThanOrEqual(7);
+        // 10 kB of HTML in segments of at most 1448 bytes: in-order UDP sends it raw, at least 7 useful packets;
+        // the others get it compressed (CATP's frames, the server's gzip / br over HTTP), fewer but at least 2;
+        // and their gaps cannot be shorter than serialization at 10 kB/s allows on average
+        expect(r.usefulPackets).toBeGreaterThanOrEqual(r.transport === 'inorder' ? 7 : 2);
         expect(r.meanGapMs!).toBeGreaterThan(50);
         expect(r.expectedMs!).toBeCloseTo(r.meanGapMs! / (1 - r.loss), 6);
         expect(r.unmatchedPackets).toBe(0);
