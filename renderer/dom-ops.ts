@@ -16,8 +16,15 @@ const MODES: DocumentMode[] = ['no-quirks', 'quirks', 'limited-quirks'];
 const SLOT_STYLE = 'display:inline-block;min-width:3em;height:.85em;margin:0 .1em;vertical-align:baseline;border-radius:2px;background:#f6cccc';
 const INDEX_STYLE = 'display:block;height:1.2em;margin:.2em 0;border-radius:2px;background:#e8e2f4';
 
-/** How long one slice may run before yielding (ms). */
+/**
+ * How long one slice may run before yielding (ms): at least SLICE_MS, and as long as the browser itself took since
+ * the last slice (style, layout, paint, IPC), up to MAX_SLICE_MS. A fixed 4 ms slice starves on a large page:
+ * every frame between slices relayouts the whole growing document (100 ms and more on a 1 MB page), so the
+ * operations got 4 ms in every 100. Matching the browser's own time gives them about half the main thread while
+ * a frame never waits more than MAX_SLICE_MS for input or a paint.
+ */
 export const SLICE_MS = 4;
+export const MAX_SLICE_MS = 50;
 
 interface Batch {
   ops: DomOps;
@@ -70,8 +77,12 @@ export class DomOpApplier {
     // A MessageChannel task runs before the next frame when there is time, and never waits for one (a
     // requestAnimationFrame loop would cost a frame per slice even on an idle page).
     const ch = new MessageChannel();
+    let lastEnd = -1;
     ch.port1.onmessage = () => {
-      this.slice(SLICE_MS);
+      const now = performance.now();
+      const budget = lastEnd < 0 ? SLICE_MS : Math.min(MAX_SLICE_MS, Math.max(SLICE_MS, now - lastEnd));
+      this.slice(budget);
+      lastEnd = performance.now();
       if (this.queue.length > 0) ch.port2.postMessage(0);
       else {
         this.running = false;
