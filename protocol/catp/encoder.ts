@@ -10,8 +10,9 @@
  *  - attribute values up to ATTR_INLINE_MAX bytes. Longer ones (SVG paths, srcset, data: URLs, inline handlers,
  *    JSON in data-* attributes) become attribute slots: they would crowd the index, and a piece must fit a frame.
  * Everything else is slot content, in one of three streams (index-piece.ts STREAM): visible text, context, and
- * deferred (script bodies, comments, template content, `<noscript>` text, event handlers, data-* values: nothing
- * on screen), sent after everything else. The assembled tree is exactly parse5's either way.
+ * deferred (script bodies, comments, template content, event handlers, data-* values, and `<noscript>` content
+ * when encoding with scripting on: nothing on screen), sent after everything else. The assembled tree is exactly
+ * parse5's either way (parsed with scripting off by default, CATP_SCRIPTING).
  *
  * Send order (seq = position in it): index frame 0 (doctype, `<head>`, the top of the body), the context blocks
  * it introduces, its visible blocks; index frame 1, its context and visible blocks; ... then the deferred blocks.
@@ -79,7 +80,10 @@ export interface EncodeOptions {
   sha256: Sha256;
   /** Per-frame compression (payload-codec.ts). Without one, frames are stored (tests, tools). */
   codec?: FrameCodec;
-  /** parse5 scripting flag (default true, like parse5 and browsers with scripting). */
+  /**
+   * parse5 scripting flag (default CATP_SCRIPTING, false). With it on, `<noscript>` holds raw text and is deferred
+   * (a browser with scripting hides it); off, its content is markup shown like any other.
+   */
   scriptingEnabled?: boolean;
   /** Largest frame payload (default and maximum MAX_FRAME_PAYLOAD = 1428); smaller for tests. */
   maxPayload?: number;
@@ -116,10 +120,18 @@ export interface EncodedPage {
 
 const utf8 = new TextEncoder();
 
+/**
+ * A CATP tree is the parse of a browser without scripting: a client that assembles the page out of order cannot
+ * run its scripts in document order, and ours shows pages in a sandbox without script execution (DESIGN.md). So
+ * `<noscript>` content is markup shown like any other, as Chromium shows it for in-order bytes in that sandbox;
+ * parsed with scripting on, it would be raw text that such a browser paints as literal tags.
+ */
+export const CATP_SCRIPTING = false;
+
 /** Parse `html` with parse5 and encode the tree. */
 export function encodePage(html: string | Uint8Array, opts: EncodeOptions): EncodedPage {
   const text = typeof html === 'string' ? html : new TextDecoder('utf-8').decode(html);
-  const doc = parse5.parse(text, { scriptingEnabled: opts.scriptingEnabled ?? true });
+  const doc = parse5.parse(text, { scriptingEnabled: opts.scriptingEnabled ?? CATP_SCRIPTING });
   return encodeTree(doc, opts);
 }
 
@@ -162,7 +174,7 @@ interface Flat {
 }
 
 /** Tree -> numbered pre-order node list with slots (iterative: depth is bounded, but no recursion anyway). */
-function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsToSlots: ReadonlySet<number>): Flat {
+function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsToSlots: ReadonlySet<number>, scripting: boolean): Flat {
   const nodes: IndexNode[] = [];
   const slots: SlotDraft[] = [];
   const byStream: SlotDraft[][] = [[], [], []];
@@ -207,7 +219,7 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
           nodes.push({ kind: 'text', n, parent: c.n, value: v });
         } else {
           const stream: Stream =
-            c.deferred || script || (pHtml && pName === 'noscript') ? STREAM.DEFERRED : context || headText ? STREAM.CONTEXT : STREAM.VISIBLE;
+            c.deferred || script || (scripting && pHtml && pName === 'noscript') ? STREAM.DEFERRED : context || headText ? STREAM.CONTEXT : STREAM.VISIBLE;
           nodes.push({ kind: 'text-slot', n, parent: c.n, ref: newSlot(stream, v, n) });
         }
         break;
@@ -252,7 +264,7 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
           return attr;
         });
         nodes.push({ kind: 'element', n, parent: c.n, tagName: checkString(e.tagName), namespace: e.namespaceURI, attrs });
-        const deferred = c.deferred || (isHtml && (e.tagName === 'script' || e.tagName === 'noscript'));
+        const deferred = c.deferred || (isHtml && (e.tagName === 'script' || (scripting && e.tagName === 'noscript')));
         const ctx: Ctx = { parent: e, n, inHead, deferred, depth: c.depth + 1 };
         const entry: { ctx: Ctx; list: P5Node[]; i: number; then?: () => void } = { ctx, list: e.childNodes as P5Node[], i: 0 };
         if (isHtml && e.tagName === 'template' && 'content' in e) {
@@ -305,7 +317,7 @@ function encodeOnce(
   const maxDepth = opts.maxDepth ?? DEFAULT_INDEX_LIMITS.maxDepth;
   const codec = opts.codec;
   const fragment = root.nodeName === '#document-fragment';
-  const flat = flatten(root, fragment, maxDepth, allAttrsToSlots);
+  const flat = flatten(root, fragment, maxDepth, allAttrsToSlots, opts.scriptingEnabled ?? CATP_SCRIPTING);
   flat.mode = fragment ? 'no-quirks' : ((root as DefaultTreeAdapterMap['document']).mode as DocumentMode);
   const { nodes, slots } = flat;
   if (nodes.length === 0) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'an empty tree has nothing to send');

@@ -102,7 +102,7 @@ async function load(h: DhttpHost, url: string): Promise<Loaded> {
   return { serialized: serialize(tree.root), result, localEvents, ms };
 }
 
-const parse5Of = (html: string) => serialize(parse(html));
+const parse5Of = (html: string) => serialize(parse(html, { scriptingEnabled: false }));
 const url = (p: string, port = server.port) => `dhttp://127.0.0.1:${port}/${p}`;
 const delta = (a: ServerCounters, b: ServerCounters, k: 'catpDataFramesSent' | 'catpDataBytesSent' | 'catpIndexFramesSent' | 'catpReuseSessions' | 'catpReuseHoldExpired') => a[k] - b[k];
 

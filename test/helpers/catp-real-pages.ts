@@ -81,7 +81,7 @@ export function runOrder(frames: Uint8Array[], indexFrames: number, seed: number
 
 export function runPage(dir: string, file: string, orders: number): { frames: number; rounds: number } {
   const html = fs.readFileSync(path.join(dir, file), 'utf8');
-  const doc = parse5.parse(html);
+  const doc = parse5.parse(html, { scriptingEnabled: false }); // as the server parses (CATP_SCRIPTING)
   const ref = parse5.serialize(doc);
   const page = encodeTree(doc, { sha256, codec });
   let rounds = 0;

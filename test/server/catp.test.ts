@@ -260,7 +260,7 @@ class CatpClient {
   }
 }
 
-const expectedTree = (bytes: Uint8Array): string => parse5.serialize(parse5.parse(new TextDecoder('utf-8').decode(bytes)));
+const expectedTree = (bytes: Uint8Array): string => parse5.serialize(parse5.parse(new TextDecoder('utf-8').decode(bytes), { scriptingEnabled: false }));
 
 function delta(after: ServerCounters, before: ServerCounters, k: keyof ServerCounters): number {
   return (after[k] as number) - (before[k] as number);

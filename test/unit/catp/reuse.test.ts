@@ -368,7 +368,7 @@ describe('a whole transfer over a lossy pipe with half the blocks held', () => {
       expect(res.completeAt).not.toBeNull();
       const tree = parse5TreeBuilder();
       for (const { e } of res.events) tree.apply(e);
-      expect(parse5.serialize(tree.root!)).toBe(parse5.serialize(parse5.parse(html(P))));
+      expect(parse5.serialize(tree.root!)).toBe(parse5.serialize(parse5.parse(html(P), { scriptingEnabled: false })));
       const dataSent = res.sent.map(seqOf).filter((q) => BLOCK_OF_SEQ.has(q)).map((q) => BLOCK_OF_SEQ.get(q) as number);
       if (loss === 0) expect(dataSent.filter((b) => held.has(b))).toEqual([]);
       // under loss the exhaustive report itself may be lost: then the hold's deadline (2 s) lets data go;

@@ -41,6 +41,16 @@ type Doc = parse5.DefaultTreeAdapterMap['document'];
 const ID = new Uint8Array([0x80, 0x16, 0x16, 0x16, 0x16, 0x16, 0x16, 0x16]);
 
 /** A generated article with many index frames: varied markup, attributes, lists, a table, a template. */
+/** The first element named `tag` in document order. */
+function findElement(n: P5Node, tag: string): P5Element | null {
+  if ('tagName' in n && n.tagName === tag) return n;
+  for (const c of ('childNodes' in n ? n.childNodes : []) as P5Node[]) {
+    const hit = findElement(c, tag);
+    if (hit) return hit;
+  }
+  return null;
+}
+
 function generated(): string {
   const r = seededRng(16);
   const words = ['river', 'stone', 'ünïcode', 'graph', '日本語', 'window', 'packet', 'loss', '😀', 'frame', 'index', 'piece'];
@@ -287,8 +297,9 @@ class Watcher {
   finish(html: string): void {
     expect(this.types).toContain('page-complete');
     const root = this.builder.root as Doc;
-    expect(parse5.serialize(root)).toBe(parse5.serialize(parse5.parse(html)));
-    expect(toHtml5libTree(root)).toBe(toHtml5libTree(parse5.parse(html)));
+    const want = parse5.parse(html, { scriptingEnabled: false });
+    expect(parse5.serialize(root)).toBe(parse5.serialize(want));
+    expect(toHtml5libTree(root)).toBe(toHtml5libTree(want));
     expect(placeholders(root)).toEqual({ slot: 0, index: 0 });
     expect(this.builder.missingSlots).toBe(0);
   }
@@ -398,6 +409,33 @@ describe('send order: the top of the page first', () => {
     expect(text).toContain('First paragraph, at the top.');
     expect(text).not.toContain('Last paragraph, at the bottom.');
     expect(frames).toBeLessThan(page.frames.length / 2);
+  });
+
+  test('<noscript> at the top is markup sent with the top of the page (the sandbox shows it), not raw text sent last', () => {
+    // archive-of-our-own: a "please turn on JavaScript" paragraph in <noscript> above the heading. Parsed with
+    // scripting on, it was one raw text node, deferred to the end, then painted as literal tags.
+    const warning = 'While we have done our best, turn JavaScript on.';
+    const html = generated().replace('<header id="top">', `<noscript><p id="js-warning">${warning.repeat(3)}</p></noscript><header id="top">`);
+    const page = encodePage(html, { sha256, codec });
+    const { text } = textBeforeSecondIndexFrame(page);
+    expect(text).toContain(warning);
+    expect(text).not.toContain('<p');
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of page.frames) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    const noscript = findElement(b.root as Doc, 'noscript');
+    expect(noscript?.childNodes.map((c) => c.nodeName)).toEqual(['p']);
+    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
+
+    // The scripting-on encoding (a client that runs scripts and hides <noscript>) still defers its raw text.
+    const scripted = encodePage(html, { sha256, codec, scriptingEnabled: true });
+    expect(textBeforeSecondIndexFrame(scripted).text).not.toContain(warning);
+    const slots = scripted.pieces.flatMap((p) => p.nodes).filter((n): n is Extract<IndexNode, { kind: 'text-slot' }> => n.kind === 'text-slot');
+    const under = slots.filter((n) => n.parent === scripted.pieces.flatMap((p) => p.nodes).find((e) => e.kind === 'element' && e.tagName === 'noscript')?.n);
+    expect(under.map((n) => n.ref.stream)).toEqual([STREAM.DEFERRED]);
   });
 
   (realHtml ? test : test.skip)(`${REAL}: the first body text is on screen before the second index frame`, () => {
