@@ -77,6 +77,22 @@ maybe('loading under loss', () => {
     expect(record.silentTimeMs).toBeGreaterThanOrEqual(record.networkFloorMs - 1);
   });
 
+  test('the page area does not move when the HUD\'s figures grow (a wrapped HUD pushed the page down mid-load)', async () => {
+    const top = `document.getElementById('page').getBoundingClientRect().top`;
+    const before = (await rig.page.evaluate(top)) as number;
+    const saved = (await rig.page.evaluate(`(() => {
+      const outs = [...document.querySelectorAll('#hud output')];
+      const old = outs.map((o) => o.textContent);
+      outs.forEach((o) => { o.textContent = '1234567 ms (99999 repaired)'; });
+      return old;
+    })()`)) as string[];
+    const after = (await rig.page.evaluate(top)) as number;
+    const hudScrolls = (await rig.page.evaluate(`(() => { const h = document.getElementById('hud'); return h.scrollHeight > h.clientHeight; })()`)) as boolean;
+    await rig.page.evaluate(`(${JSON.stringify(saved)}).forEach((t, i) => { document.querySelectorAll('#hud output')[i].textContent = t; })`);
+    expect(after).toBe(before);
+    expect(hudScrolls).toBe(false);
+  });
+
   test('in-order transport under the same loss also completes (painted only up to the first gap)', async () => {
     const record = await rig.load('table.html', 'inorder');
     expect(record.outcome).toBe('complete');
