@@ -93,11 +93,15 @@ export async function openHeadless(url: string, opts: { width?: number; height?:
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: chromiumFlags() });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });
   const page = await context.newPage();
+  // CATP_TRACE=FILE: a Chromium performance trace of the whole headless session (profiling the renderer).
+  const trace = process.env.CATP_TRACE;
+  if (trace) await browser.startTracing(page, { path: trace, screenshots: false, categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'blink', 'v8.execute'] });
   await page.goto(url);
   return {
     page,
     browser,
     close: async () => {
+      if (trace) await browser.stopTracing().catch(() => undefined);
       await browser.close().catch(() => undefined);
     },
   };

@@ -330,11 +330,29 @@ function overlaps(spans: ReadonlyArray<{ firstPiece: number; parts: number }>, f
   return i >= 0 && spans[i].firstPiece + spans[i].parts > first;
 }
 
-function insertSorted<T extends { firstPiece: number }>(spans: T[], s: T): void {
-  if (spans.length === 0 || spans[spans.length - 1].firstPiece <= s.firstPiece) spans.push(s);
-  else spans.splice(spanAt(spans, s.firstPiece) + 1, 0, s);
+/**
+ * Inserts `batch` (sorted by firstPiece, none overlapping `spans`) into the sorted `spans`. One index piece's spans
+ * of a stream come as one batch: in document order they are appended, in any other order they usually fill one
+ * gap; interleaved batches (a hostile sender) merge with the tail. Either way one pass over the tail. Inserting span by span cost
+ * a move of the tail per span: quadratic when a page's index arrives in reverse order.
+ */
+function insertBatch<T extends { firstPiece: number }>(spans: T[], batch: T[]): void {
+  const k = batch.length;
+  if (k === 0) return;
+  const n = spans.length;
+  if (n === 0 || spans[n - 1].firstPiece <= batch[0].firstPiece) {
+    for (const s of batch) spans.push(s);
+    return;
+  }
+  const at = spanAt(spans, batch[0].firstPiece) + 1;
+  const tail = spans.splice(at);
+  let i = 0;
+  for (const s of batch) {
+    while (i < tail.length && tail[i].firstPiece <= s.firstPiece) spans.push(tail[i++]);
+    spans.push(s);
+  }
+  while (i < tail.length) spans.push(tail[i++]);
 }
-
 
 export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private readonly codec: FrameCodec | undefined;
@@ -564,8 +582,11 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       }
     }
     const fills: SlotFill[] = [];
-    for (const r of slotRefs(p)) {
-      insertSorted(this.slotSpans[r.stream], { firstPiece: r.firstPiece, parts: r.parts, slot: r.slot });
+    const refs = slotRefs(p);
+    const newSpans: SlotSpan[][] = [[], [], []];
+    for (const r of refs) newSpans[r.stream].push({ firstPiece: r.firstPiece, parts: r.parts, slot: r.slot });
+    for (let st = 0; st < STREAMS; st++) insertBatch(this.slotSpans[st], newSpans[st].sort((a, b) => a.firstPiece - b.firstPiece));
+    for (const r of refs) {
       this.slotParts += r.parts;
       this.slots++;
       const pend = this.pending[r.stream];
@@ -586,10 +607,12 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       }
     }
     const newlyKnown: number[] = [];
+    const newBlockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
+    for (const b of p.blocks) newBlockSpans[b.stream].push({ firstPiece: b.firstPiece, parts: b.pieces });
+    for (let st = 0; st < STREAMS; st++) insertBatch(this.blockSpans[st], newBlockSpans[st].sort((a, b) => a.firstPiece - b.firstPiece));
     for (const b of p.blocks) {
       this.infos[b.block] = b;
       this.blockOfSeq.set(b.seq, b.block);
-      insertSorted(this.blockSpans[b.stream], { firstPiece: b.firstPiece, parts: b.pieces });
       this.blockPieces += b.pieces;
       if (this.held.has(b.seq)) newlyKnown.push(b.seq);
     }
