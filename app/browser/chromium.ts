@@ -20,7 +20,7 @@ export function chromiumFlags(disableFeatures: readonly string[] = []): string[]
     '--no-first-run',
     '--no-default-browser-check',
     '--disable-quic',
-    `--disable-features=${['Translate', 'MediaRouter', 'OptimizationHints', ...disableFeatures].join(',')}`,
+    `--disable-features=${['Translate', 'MediaRouter', 'OptimizationHints', 'PreloadTopChromeWebUI', 'WebUIOmniboxPopup', ...disableFeatures].join(',')}`,
     '--password-store=basic',
     '--use-mock-keychain',
   ];
@@ -95,7 +95,7 @@ export async function openHeadless(url: string, opts: { width?: number; height?:
   const page = await context.newPage();
   // CATP_TRACE=FILE: a Chromium performance trace of the whole headless session (profiling the renderer).
   const trace = process.env.CATP_TRACE;
-  if (trace) await browser.startTracing(page, { path: trace, screenshots: false, categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'blink', 'v8.execute'] });
+  if (trace) await browser.startTracing(page, { path: trace, screenshots: false, categories: (process.env.CATP_TRACE_CATEGORIES ?? 'devtools.timeline,disabled-by-default-devtools.timeline,blink,v8.execute').split(',') });
   await page.goto(url);
   return {
     page,
