@@ -9,13 +9,13 @@
 // `reuseHoldMs`) for the client's exhaustive report, and frames it holds are never sent (reuse-gate.ts).
 // One timer drives all sessions: an indexed min-heap keyed by each sender's
 // `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
-import { createHash } from 'crypto';
 import type * as dgram from 'dgram';
-import * as zlib from 'node:zlib';
 
-import { brotliCodec, encodePage, encodeRaw, FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
+import { FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
+import { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
+import { CatpEncoder, type EncoderCounters } from './catp-encoder';
 
-export type CatpMode = 'catp' | 'inorder';
+export { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
 
 export interface CatpOptions {
   /** Pacing rate when the request has no Catp-Rate header (bytes/s, default 1,250,000 = 10 Mbit/s). */
@@ -41,6 +41,18 @@ export interface CatpOptions {
    * client reuses them; 'packed': full frames, half as many, but an edit changes every later block).
    */
   blockCut?: 'content' | 'packed';
+  /**
+   * Worker threads that encode pages (default 1; 0: on the server's thread). A page's first request is
+   * encoded at a fast setting and answered from that; the best-quality copy replaces it in the cache later.
+   */
+  encodeWorkers?: number;
+  /**
+   * How a page's first request is encoded (default 'fast': brotli 5, served at once, the best copy replaces it
+   * in the cache later; 'best': brotli 11 at once, so every load sees the same frames, as the lab wants).
+   */
+  coldEncode?: 'fast' | 'best';
+  /** Page bytes waiting to be encoded beyond which a CATP request is answered normally (default 32 MiB). */
+  maxEncodeQueueBytes?: number;
   /** Passed to every RepairSender (rate options above take precedence). */
   sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec' | 'reuse'>;
 }
@@ -56,11 +68,14 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
   reuse: true,
   reuseHoldMs: 1000,
   blockCut: 'content' as 'content' | 'packed',
+  encodeWorkers: 1,
+  coldEncode: 'fast' as 'fast' | 'best',
+  maxEncodeQueueBytes: 32 * 1024 * 1024,
 });
 
 export const MIN_CATP_RATE = 1000;
 
-export interface CatpCounters {
+export interface CatpCounters extends EncoderCounters {
   /** Sessions started. */
   catpSessions: number;
   /** Sessions started by mode. */
@@ -136,6 +151,10 @@ export function newCatpCounters(): CatpCounters {
     catpEncodeErrors: 0,
     catpCacheHits: 0,
     catpCacheMisses: 0,
+    catpEncodesFast: 0,
+    catpEncodesBest: 0,
+    catpEncodeQueueFull: 0,
+    catpEncoderCrashes: 0,
   };
 }
 
@@ -158,17 +177,6 @@ export function pickRate(header: string | null, defaultRate: number, maxRate: nu
     if (/^[0-9]{1,15}$/.test(v)) return Math.min(maxRate, Math.max(MIN_CATP_RATE, Number(v)));
   }
   return defaultRate;
-}
-
-const sha256 = (bytes: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(bytes).digest());
-/** Frames are compressed one by one with brotli at its best quality: an encoded page is cached per file version. */
-const codec = brotliCodec(zlib);
-
-/** What a session needs of an encoded page (the skeleton is not kept: it would pin the parsed tree). */
-interface Encoded {
-  frames: Uint8Array[];
-  indexFrames: number;
-  bytes: number;
 }
 
 type CacheEntry = Encoded | { failed: string; bytes: number };
@@ -212,23 +220,6 @@ export class EncodedPageCache {
       this.size -= v.bytes;
     }
   }
-}
-
-/** Encode a body for a mode. Throws what the encoder throws (CATP_ERR_UNENCODABLE...). */
-export function encodeForMode(mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed' = 'content'): Encoded {
-  let frames: Uint8Array[];
-  let indexFrames: number;
-  if (mode === 'catp') {
-    const p = encodePage(body, { sha256, codec, blockCut });
-    frames = p.frames;
-    indexFrames = p.indexFrames;
-  } else {
-    frames = encodeRaw(body, { sha256 }).frames;
-    indexFrames = 0;
-  }
-  let bytes = 0;
-  for (const f of frames) bytes += f.length + 64; // + rough per-array overhead
-  return { frames, indexFrames, bytes };
 }
 
 interface Session {
@@ -370,6 +361,9 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
     reuse: o?.reuse ?? d.reuse,
     reuseHoldMs: pos(o?.reuseHoldMs, d.reuseHoldMs, 'reuseHoldMs'),
     blockCut: o?.blockCut === 'packed' ? 'packed' : d.blockCut,
+    encodeWorkers: Math.floor(pos(o?.encodeWorkers, d.encodeWorkers, 'encodeWorkers')),
+    coldEncode: o?.coldEncode === 'best' ? 'best' : d.coldEncode,
+    maxEncodeQueueBytes: pos(o?.maxEncodeQueueBytes, d.maxEncodeQueueBytes, 'maxEncodeQueueBytes'),
     sender: o?.sender,
   };
 }
@@ -383,6 +377,8 @@ export class CatpSessions {
   private readonly pending = new Set<string>();
   private readonly completed: RecentSet;
   private readonly cache: EncodedPageCache;
+  private readonly encoder: CatpEncoder;
+  private onceSeq = 0;
   private readonly heap = new SessionHeap();
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
@@ -396,6 +392,7 @@ export class CatpSessions {
     this.opts = resolveCatpOptions(opts);
     this.completed = new RecentSet(this.opts.completedMemory);
     this.cache = new EncodedPageCache(this.opts.cacheBytes);
+    this.encoder = new CatpEncoder({ workers: this.opts.encodeWorkers, maxQueuedBytes: this.opts.maxEncodeQueueBytes });
   }
 
   static key(address: string, idHex: string): string {
@@ -407,7 +404,7 @@ export class CatpSessions {
   }
 
   counters(): CatpCounters {
-    return { ...this.c, catpModes: { ...this.c.catpModes }, catpBadReports: { ...this.c.catpBadReports }, catpActive: this.sessions.size, catpTimers: this.timer === null ? 0 : 1 };
+    return { ...this.c, ...this.encoder.c, catpModes: { ...this.c.catpModes }, catpBadReports: { ...this.c.catpBadReports }, catpActive: this.sessions.size, catpTimers: this.timer === null ? 0 : 1 };
   }
 
   /** Cache occupancy (for tests and diagnostics). */
@@ -434,7 +431,7 @@ export class CatpSessions {
   }
 
   /** Start a session; false (counted) when the table is full or the page cannot be encoded → answer normally. */
-  start(req: StartRequest): boolean {
+  start(req: StartRequest, encoded?: Encoded): boolean {
     const key = CatpSessions.key(req.address, req.idHex);
     this.pending.delete(key);
     if (!this.enabled) return false;
@@ -442,7 +439,7 @@ export class CatpSessions {
       this.c.catpRefused++;
       return false;
     }
-    const enc = this.encoded(req);
+    const enc = encoded ?? this.encoded(req);
     if (enc === null) return false;
     // Reuse only means something with blocks (CATP), and only towards a client that asked (it sets a flag
     // bit in every frame, which an old client would refuse).
@@ -470,6 +467,78 @@ export class CatpSessions {
     this.service(s, this.now());
     this.arm();
     return true;
+  }
+
+  /**
+   * Like `start`, but a page not in the cache is encoded off this thread (catp-encoder.ts) first, at the fast
+   * setting; the request stays pending meanwhile (its repeats are ignored). Resolves false → answer normally.
+   */
+  async startAsync(req: StartRequest): Promise<boolean> {
+    const key = CatpSessions.key(req.address, req.idHex);
+    if (!this.enabled) return false;
+    if (this.sessions.size >= this.opts.maxSessions) {
+      this.pending.delete(key);
+      this.c.catpRefused++;
+      return false;
+    }
+    const enc = await this.encodedAsync(req);
+    if (enc === null) {
+      this.pending.delete(key);
+      return false;
+    }
+    return this.start(req, enc);
+  }
+
+  private async encodedAsync(req: StartRequest): Promise<Encoded | null> {
+    // In-order framing is a cut and a digest: no worker needed.
+    if (req.mode !== 'catp') return this.encoded(req);
+    if (req.cacheKey === null) {
+      // Not cacheable (no validator): encoded for this request only.
+      const job = this.encoder.encode(`once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
+      const r = job === null ? null : await job;
+      if (r === null || 'failed' in r) {
+        if (r !== null) this.c.catpEncodeErrors++;
+        return null;
+      }
+      return this.closed ? null : r;
+    }
+    const key = `${req.mode}\0${req.cacheKey}`;
+    const hit = this.cache.get(key);
+    if (hit !== undefined) {
+      this.c.catpCacheHits++;
+      if ('failed' in hit) {
+        this.c.catpEncodeErrors++;
+        return null;
+      }
+      return hit;
+    }
+    this.c.catpCacheMisses++;
+    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
+    if (job === null) return null;
+    const r = await job;
+    if (this.closed) return null;
+    if ('failed' in r) {
+      if (!r.failed.startsWith('CATP_ERR_ENCODER_')) this.cache.set(key, { failed: r.failed, bytes: 128 });
+      this.c.catpEncodeErrors++;
+      return null;
+    }
+    const now = this.cache.get(key);
+    if (now === undefined || 'failed' in now) {
+      this.cache.set(key, r);
+      if (r.quality === 'fast') this.upgrade(key, req);
+    }
+    return r;
+  }
+
+  /** The best-quality copy of a page served from a fast encoding: encoded in the background, then cached. */
+  private upgrade(key: string, req: StartRequest): void {
+    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, 'best');
+    if (job === null) return;
+    void job.then((r) => {
+      if (this.closed || 'failed' in r) return;
+      const cur = this.cache.get(key);
+      if (cur !== undefined && !('failed' in cur) && cur.quality === 'fast') this.cache.set(key, r);
+    });
   }
 
   private encoded(req: StartRequest): Encoded | null {
@@ -620,5 +689,6 @@ export class CatpSessions {
     this.heap.clear();
     this.sessions.clear();
     this.pending.clear();
+    this.encoder.close();
   }
 }

@@ -364,14 +364,16 @@ class Server implements DhttpServer {
     this.udpInFlight++;
     void this.files
       .handle(req, { reprDigest: dtdMode !== null })
-      .then((res) => {
-        if (catpKey !== null) this.catp.abandon(catpKey);
+      .then(async (res) => {
         if (this.closed) return;
-        if (mode !== null && this.startCatp(mode, req, res, id, idHex, rinfo)) {
+        // (The request stays pending while its page is encoded: repeats meanwhile are ignored.)
+        if (mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo))) {
           // The answer goes over UDP: it counts as a fresh UDP answer in the loss ratio, like any other.
           this.chooser.sentUdp(resend);
           return;
         }
+        if (catpKey !== null) this.catp.abandon(catpKey);
+        if (this.closed) return;
         const plan = planFor(dtdMode, req.method, res);
         if (plan === 'hold') {
           if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex }, this.now())) {
@@ -489,7 +491,7 @@ class Server implements DhttpServer {
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
-  private startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo): boolean {
+  private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo): Promise<boolean> {
     if (res.status !== 200) return false;
     if (mode === 'catp') {
       const type = (getHeader(res.headers, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
@@ -499,7 +501,7 @@ class Server implements DhttpServer {
     const target = resolveTarget(req.target);
     // path + size + mtime (the ETag is "size-mtime"); the body length guards against a file that changed.
     const cacheKey = etag !== null && target.ok ? `${target.segments.join('/')}${target.trailingSlash ? '/' : ''}\0${etag}\0${res.body.length}` : null;
-    return this.catp.start({
+    return this.catp.startAsync({
       mode,
       id,
       idHex,

@@ -152,7 +152,7 @@ async function catpReload(): Promise<{ page: string; paragraphBytes: number; row
   const rows: ReloadRow[] = [];
   try {
     for (const link of CATP_LINKS) {
-      const server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: link.rateBytesPerSec, maxRateBytesPerSec: link.rateBytesPerSec } });
+      const server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: link.rateBytesPerSec, maxRateBytesPerSec: link.rateBytesPerSec, coldEncode: 'best' } });
       const relay = await startLossyRelay(server.port, { loss: 0, delayMs: link.oneWayMs });
       const url = `dhttp://127.0.0.1:${relay.port}/page.html`;
       const runs: Record<ReloadRow['load'], ReloadRow[]> = { first: [], 'unchanged reload': [], 'reload, new session': [], 'one paragraph changed': [] };

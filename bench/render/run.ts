@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   if (!fs.existsSync(file)) throw new Error(`${file} not found (set --corpus or CATP_CORPUS)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-render-'));
   fs.copyFileSync(file, path.join(dir, opts.page));
-  const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: opts.rate, maxRateBytesPerSec: opts.rate } });
+  const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: opts.rate, maxRateBytesPerSec: opts.rate, coldEncode: 'best' } });
   const all: number[] = [];
   const rows: { run: number; blocks: number; p50: number; p95: number; max: number; fillPerSec: number; silentTimeMs: number; completeMs: number | null }[] = [];
   const size = fs.statSync(file).size;

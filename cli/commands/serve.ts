@@ -12,6 +12,9 @@ Small responses go over UDP, large ones over a TCP connection the server opens b
 options:
   -p, --port N     port number for both UDP and TCP (default 8080; 0 picks a free one)
       --host H     address to listen on (default 127.0.0.1; ::1 for IPv6 loopback)
+      --cold-encode Q  how a page not yet in the CATP cache is encoded for its first request (in a worker
+                   thread): fast (default: brotli 5, served at once; the best copy replaces it in the
+                   background) or best (brotli 11 straight away: the first request waits longer)
   -q, --quiet      print nothing but errors
   -h, --help       show this help
 
@@ -21,6 +24,7 @@ Stop it with Ctrl-C; it prints its counters on the way out.
 const options = {
   port: { type: 'string', short: 'p' },
   host: { type: 'string' },
+  'cold-encode': { type: 'string' },
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -42,8 +46,10 @@ export async function serve(argv: string[], io: Io, signal?: AbortSignal): Promi
   if (!isDir) throw new UsageError(`${root} is not a directory`);
   const port = intOption(values.port, 'port', 0, 65535) ?? 8080;
   const host = values.host ?? '127.0.0.1';
+  const cold = values['cold-encode'] ?? 'fast';
+  if (cold !== 'fast' && cold !== 'best') throw new UsageError(`--cold-encode: expected fast or best, not ${cold}`);
 
-  const server = await startServer({ root, port, host });
+  const server = await startServer({ root, port, host, catp: { coldEncode: cold } });
   const shown = host.includes(':') ? `[${host}]` : host;
   if (!values.quiet) {
     io.stdout.write(

@@ -83,7 +83,9 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   let dir: string | undefined;
   if (kind === 'catp') {
     const { cmd, args } = catpCommand();
-    child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    // --cold-encode best: the warm-up load leaves the best-quality frames in the cache, so every measured load
+    // gets the same frames (by default a cold page is served from a fast encoding until the best one is ready).
+    child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--cold-encode', 'best', '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
   } else {
     if (!NGINX) throw new Error('nginx not found: apt-get install nginx-light');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-nginx-'));

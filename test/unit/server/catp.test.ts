@@ -48,7 +48,7 @@ describe('options', () => {
 });
 
 describe('EncodedPageCache', () => {
-  const entry = (bytes: number) => ({ frames: [], indexFrames: 0, bytes });
+  const entry = (bytes: number) => ({ frames: [], indexFrames: 0, bytes, quality: 'best' as const });
   test('LRU bounded by bytes', () => {
     const c = new EncodedPageCache(100);
     c.set('a', entry(40));
