@@ -2,11 +2,43 @@
 // headless page driven by playwright-core (`catp browse --headless`). Each launch gets a fresh temporary
 // profile, removed when the browser exits.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 
-export const CHROMIUM_PATH = process.env.CATP_CHROMIUM ?? '/usr/bin/chromium';
+/** Browser names looked up on PATH, in this order (Debian's package, Ubuntu's older one, Google's builds). */
+export const BROWSER_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
+
+function executable(p: string): boolean {
+  try {
+    accessSync(p, constants.X_OK);
+    return statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The Chromium-family browser to drive, the way users expect it to be found: CATP_CHROMIUM or CHROME_PATH when
+ * set (an explicit choice: returned even when it does not exist, so the error can name it), else the first of
+ * BROWSER_NAMES in the first PATH directory that has one. Null when there is none.
+ */
+export function findChromium(env: NodeJS.ProcessEnv = process.env): string | null {
+  const explicit = env.CATP_CHROMIUM || env.CHROME_PATH;
+  if (explicit) return explicit;
+  for (const dir of (env.PATH ?? '').split(delimiter)) {
+    if (!dir || !isAbsolute(dir)) continue;
+    for (const name of BROWSER_NAMES) {
+      const p = join(dir, name);
+      if (executable(p)) return p;
+    }
+  }
+  return null;
+}
+
+const FOUND = findChromium();
+/** The browser found at start-up; Debian's path stands in (for messages) when there is none. */
+export const CHROMIUM_PATH = FOUND ?? '/usr/bin/chromium';
 
 /**
  * Flags every launch uses: no background traffic, no QUIC, no first-run UI; as root, no sandbox.
@@ -31,19 +63,59 @@ export function chromiumFlags(disableFeatures: readonly string[] = []): string[]
 }
 
 export function chromiumAvailable(): boolean {
-  return existsSync(CHROMIUM_PATH);
+  return FOUND !== null && executable(FOUND);
+}
+
+/** No browser to show pages in (BROWSE_ERR_NO_BROWSER); the message says what to install. */
+export class BrowserUnavailableError extends Error {
+  readonly code = 'BROWSE_ERR_NO_BROWSER';
+  constructor(headless: boolean, env: NodeJS.ProcessEnv = process.env) {
+    const named = env.CATP_CHROMIUM ? `CATP_CHROMIUM=${env.CATP_CHROMIUM}` : env.CHROME_PATH ? `CHROME_PATH=${env.CHROME_PATH}` : null;
+    super(
+      `no browser to ${headless ? 'load pages in' : 'show pages in'}: ${headless ? '' : "Electron's binary is not installed and "}` +
+        (named !== null
+          ? `${named} is not an executable file.\n`
+          : `no Chromium or Chrome was found (looked at CATP_CHROMIUM, CHROME_PATH, then ${BROWSER_NAMES.join(', ')} on PATH).\n`) +
+        'Install one:\n' +
+        '  Debian/Ubuntu:  sudo apt-get install chromium\n' +
+        (headless ? '' : "  or Electron's own binary (needs internet):  node node_modules/electron/install.js\n") +
+        '  or point CHROME_PATH at a Chrome or Chromium you have',
+    );
+    this.name = 'BrowserUnavailableError';
+  }
+}
+
+/** A window was asked for where there is no display (BROWSE_ERR_NO_DISPLAY); the message says what to do instead. */
+export class NoDisplayError extends Error {
+  readonly code = 'BROWSE_ERR_NO_DISPLAY';
+  constructor() {
+    super(
+      'no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset). Run it from a desktop session, or:\n' +
+        '  without a window:         npx catp browse --headless --record rec.json URL\n' +
+        '  on a virtual display:     xvfb-run -a npm start   (Debian: apt-get install xvfb xauth)',
+    );
+    this.name = 'NoDisplayError';
+  }
+}
+
+/** A window needs a display: an X server (DISPLAY) or a Wayland compositor (WAYLAND_DISPLAY). Linux only. */
+export function hasDisplay(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform): boolean {
+  if (platform !== 'linux' && platform !== 'freebsd' && platform !== 'openbsd') return true;
+  return Boolean(env.DISPLAY || env.WAYLAND_DISPLAY);
 }
 
 export interface AppWindow {
   process: ChildProcess;
   /** Resolves with the exit code when the window's browser exits. */
   exited: Promise<number | null>;
+  /** The last lines the browser wrote to stderr (why it could not start, when it exits at once). */
+  stderrTail(): string;
   close(): Promise<void>;
 }
 
 /** Opens `url` in a Chromium `--app` window with a fresh profile. */
 export function openAppWindow(url: string, opts: { width?: number; height?: number } = {}): AppWindow {
-  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium)`);
+  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
     ...chromiumFlags(),
@@ -52,7 +124,10 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
     `--app=${url}`,
   ];
   const child = spawn(CHROMIUM_PATH, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr?.resume();
+  let tail = '';
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    tail = (tail + d).slice(-2048);
+  });
   const exited = new Promise<number | null>((ok) => {
     child.once('exit', (code) => {
       rmSync(profile, { recursive: true, force: true });
@@ -66,6 +141,7 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
   return {
     process: child,
     exited,
+    stderrTail: () => tail.trim().split('\n').slice(-6).join('\n'),
     close: async () => {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
@@ -88,7 +164,7 @@ export interface HeadlessPage {
 
 /** Opens `url` in headless Chromium through playwright-core. */
 export async function openHeadless(url: string, opts: { width?: number; height?: number } = {}): Promise<HeadlessPage> {
-  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium)`);
+  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const { chromium } = await import('playwright-core');
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: chromiumFlags() });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });

@@ -178,6 +178,7 @@ export class BrowserService {
     if (this.readyCount > 0) return Promise.resolve();
     return new Promise((ok, fail) => {
       const timer = setTimeout(() => fail(new Error(`the renderer did not connect within ${timeoutMs} ms`)), timeoutMs);
+      timer.unref(); // waiting for a renderer never keeps a process alive that has nothing else to do
       this.readyWaiters.push(() => {
         clearTimeout(timer);
         ok();

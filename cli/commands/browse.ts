@@ -6,7 +6,11 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import {
+  BrowserUnavailableError,
   chromiumAvailable,
+  CHROMIUM_PATH,
+  hasDisplay,
+  NoDisplayError,
   openAppWindow,
   openHeadless,
   serializeDump,
@@ -38,6 +42,7 @@ options:
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
       --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
       --shell S           auto (default: Electron if its binary is present, else Chromium) | electron | chromium
+                          Chromium: CHROME_PATH if set, else chromium, chromium-browser, google-chrome on PATH
       --timeout MS        headless: give up after MS (default 60000)
       --store DIR         payload store (DTD and CATP block reuse: blocks and payloads already held for the
                           site are not transferred again; the HUD shows what that saved). Default for a window:
@@ -45,6 +50,9 @@ options:
                           given (a headless load is a measurement: it starts cold)
       --no-store          no payload store
   -h, --help              show this help
+
+A window needs a display (DISPLAY or WAYLAND_DISPLAY); without one, use --headless, or run it on a virtual
+display: xvfb-run -a npm start.
 `;
 
 const options = {
@@ -109,6 +117,11 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   // not depend on what earlier runs left behind, so it gets a store only when asked for one.
   const storeDir: string | null = values['no-store'] ? null : values.store ?? (values.headless ? null : defaultStoreDir());
   let loss = parseLoss(values.loss);
+  // Before anything starts: a browser to drive, and for a window a display to put it on.
+  const electron = values.headless || shellArg === 'chromium' ? null : electronBinary();
+  if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it; needs internet)");
+  if (!electron && !chromiumAvailable()) throw new BrowserUnavailableError(Boolean(values.headless));
+  if (!values.headless && !hasDisplay()) throw new NoDisplayError();
 
   // ---- what to load: a URL, or the demo site --------------------------------------------------------
   let server: DhttpServer | null = null;
@@ -157,8 +170,6 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
     if (values.headless) {
       return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames, pageAreaSize: parsePageArea(values['page-area']) }, timeoutMs, io);
     }
-    const electron = shellArg === 'chromium' ? null : electronBinary();
-    if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it)");
     io.stdout.write(`catp browse: ${url} (${transport}, ${link}, ${pace}, ${storeDir === null ? 'no payload store' : `payload store ${storeDir}`})\n`);
     if (electron) {
       io.stdout.write(`catp browse: shell = Electron (${electron})\n`);
@@ -175,23 +186,31 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
       });
       return code;
     }
-    if (!chromiumAvailable()) throw new Error('neither Electron nor Chromium (/usr/bin/chromium) is available');
-    io.stdout.write('catp browse: shell = Chromium window (Electron binary not present); close the window or press Ctrl-C to quit\n');
+    io.stdout.write(`catp browse: shell = Chromium window (${CHROMIUM_PATH}; Electron's binary is not present); close the window or press Ctrl-C to quit\n`);
     const session = await startBrowserSession({ ...serviceOptions, shell: 'chromium-window' });
     const win = openAppWindow(session.shell.appUrl);
+    let ready = false;
     session.service.whenReady(30_000).then(
-      () => session.service.navigate(url, transport),
+      () => {
+        ready = true;
+        session.service.navigate(url, transport);
+      },
       (err: Error) => io.stderr.write(`catp browse: ${err.message}\n`),
     );
-    await new Promise<void>((ok) => {
-      const stop = () => ok();
-      void win.exited.then(stop);
+    const code = await new Promise<number | null>((ok) => {
+      const stop = () => ok(0);
+      void win.exited.then((c) => ok(ready ? 0 : c ?? 1));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       signal?.addEventListener('abort', stop, { once: true });
     });
     await win.close();
     await session.close();
+    if (!ready && code !== 0) {
+      // The browser exited before the window showed anything: say why, in its own words.
+      io.stderr.write(`catp browse: Chromium (${CHROMIUM_PATH}) exited with code ${code} before showing the window:\n${win.stderrTail() || '(no message)'}\n`);
+      return 1;
+    }
     return 0;
   } finally {
     await done();

@@ -70,3 +70,36 @@ test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose,
   }
   expect(server.exitCode).toBe(0);
 });
+
+describe('catp browse for a newcomer: what is missing, and what to do', () => {
+  const bare = (extra: Record<string, string>) => {
+    const e: Record<string, string> = { XDG_CACHE_HOME: join(dir, 'cache'), HOME: dir, ...extra };
+    return spawnSync(process.execPath, [CATP, 'browse'], { encoding: 'buffer', timeout: 20_000, env: e });
+  };
+
+  test('no browser anywhere: says what to install, exits non-zero', () => {
+    const r = bare({ PATH: join(dir, 'empty-bin'), DISPLAY: ':99' });
+    expect(r.status).toBe(1);
+    const err = r.stderr.toString();
+    expect(err).toContain('sudo apt-get install chromium');
+    expect(err).toContain('node node_modules/electron/install.js');
+    expect(err).toContain('BROWSE_ERR_NO_BROWSER');
+  });
+
+  // (CI installs Debian's chromium in /usr/bin.)
+  test('a browser but no display: says so and suggests --headless or xvfb-run', () => {
+    const r = bare({ PATH: '/usr/bin:/bin' });
+    expect(r.status).toBe(1);
+    const err = r.stderr.toString();
+    expect(err).toContain('DISPLAY and WAYLAND_DISPLAY are unset');
+    expect(err).toContain('--headless');
+    expect(err).toContain('xvfb-run -a npm start');
+    expect(err).toContain('BROWSE_ERR_NO_DISPLAY');
+  });
+
+  test('a display nobody serves: the browser exits at once and its own words are shown, exit 1', () => {
+    const r = bare({ PATH: '/usr/bin:/bin', DISPLAY: ':987' });
+    expect(r.status).toBe(1);
+    expect(r.stderr.toString()).toMatch(/exited with code \d+ before showing the window:\n[^]*(X server|DISPLAY|display)/);
+  });
+});
