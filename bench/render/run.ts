@@ -8,6 +8,9 @@
 // MessageChannel, epoch ms) - the frame's kernel receive time (CLOCK_REALTIME, epoch ms). Both clocks are
 // the wall clock, read in two processes: the figures carry that (sub-millisecond) uncertainty.
 // Fill throughput: blocks painted / (last block paint - first block paint).
+// Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page, the floor any renderer
+// meets for building this page on this machine (when a whole page arrives at once, its last frame cannot be
+// painted sooner than the page can be built).
 //
 //   npm run build && npm run bench:render -- --page wikipedia-2.html --runs 5
 import { spawn } from 'node:child_process';
@@ -16,6 +19,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 import type { LoadRecord } from '../../protocol/browser/api';
+import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
 
 interface Options { page: string; runs: number; corpus: string; rate: number }
@@ -70,6 +74,33 @@ function browse(url: string, record: string): Promise<void> {
   });
 }
 
+/**
+ * The same page in stock Chromium over HTTP/1.1 from the same server (loopback): how long after its last byte
+ * arrived (responseEnd) the fully built page was painted (the first animation frame after the load event). The
+ * floor any renderer meets for this page on this machine: the browser's own parser, style, layout and paint.
+ */
+async function nativeLastByteToPaint(url: string, runs: number): Promise<number[]> {
+  const { chromium } = await import('playwright-core');
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: chromiumFlags() });
+  const out: number[] = [];
+  try {
+    for (let i = 0; i < runs; i++) {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      await page.goto(url, { waitUntil: 'load' });
+      // (a string: this file is compiled without the DOM library)
+      const ms = (await page.evaluate(`new Promise((ok) => requestAnimationFrame(() => setTimeout(() => {
+        const nav = performance.getEntriesByType('navigation')[0];
+        ok(performance.now() - nav.responseEnd);
+      }, 0)))`)) as number;
+      out.push(ms);
+      await page.close();
+    }
+  } finally {
+    await browser.close();
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
   const file = path.join(opts.corpus, 'real-pages', opts.page);
@@ -79,6 +110,8 @@ async function main(): Promise<void> {
   const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: opts.rate, maxRateBytesPerSec: opts.rate, coldEncode: 'best' } });
   const all: number[] = [];
   const rows: { run: number; blocks: number; p50: number; p95: number; max: number; fillPerSec: number; silentTimeMs: number; completeMs: number | null }[] = [];
+  const nativeServer = await startServer({ root: dir, port: 0, host: '127.0.0.1' });
+  let native: number[] = [];
   const size = fs.statSync(file).size;
   console.log(`render bench: ${opts.page} (${(size / 1e6).toFixed(2)} MB), ${opts.runs} loads, CATP at up to ${opts.rate.toLocaleString('en-US')} B/s, loopback, no loss`);
   console.log('run  blocks  p50 ms  p95 ms  max ms  blocks/s  silent ms  complete ms');
@@ -104,16 +137,21 @@ async function main(): Promise<void> {
         `  ${row.max.toFixed(1).padStart(6)}  ${Math.round(row.fillPerSec).toLocaleString('en-US').padStart(8)}` +
         `  ${row.silentTimeMs.toFixed(1).padStart(9)}  ${(row.completeMs ?? NaN).toFixed(1).padStart(11)}`);
     }
+    native = (await nativeLastByteToPaint(`http://127.0.0.1:${nativeServer.port}/${opts.page}`, opts.runs)).sort((a, b) => a - b);
   } finally {
     await server.close();
+    await nativeServer.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
   all.sort((a, b) => a - b);
   const fills = rows.map((r) => r.fillPerSec).sort((a, b) => a - b);
+  console.log(`stock Chromium, same page over HTTP/1.1 (loopback): last byte to painted page p50 ${quantile(native, 0.5).toFixed(1)} ms, ` +
+    `max ${(native.at(-1) ?? NaN).toFixed(1)} ms over ${native.length} loads (the floor for building this page at all on this machine)`);
   const summary = {
     blocks: all.length,
     latencyMs: { p50: quantile(all, 0.5), p95: quantile(all, 0.95), max: all.at(-1) ?? NaN },
     fillBlocksPerSec: { median: quantile(fills, 0.5) },
+    nativeLastByteToPaintMs: { p50: quantile(native, 0.5), max: native.at(-1) ?? NaN },
   };
   console.log(`\nall runs: receive-to-paint p50 ${summary.latencyMs.p50.toFixed(1)} ms, p95 ${summary.latencyMs.p95.toFixed(1)} ms, ` +
     `max ${summary.latencyMs.max.toFixed(1)} ms over ${summary.blocks} blocks; fill ${Math.round(summary.fillBlocksPerSec.median).toLocaleString('en-US')} blocks/s (median run)`);
