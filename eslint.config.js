@@ -49,7 +49,8 @@ module.exports = tseslint.config(
         patterns: [
           { group: [...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**'],
             message: 'renderer/ runs in the page: no Node, and only protocol/ types.' },
-          { group: ['**/protocol/**'], allowTypeImports: true,
+          // protocol/silent-time.ts is the one value import: the metric itself, pure and dependency-free.
+          { group: ['**/protocol/**', '!**/protocol/silent-time'], allowTypeImports: true,
             message: 'renderer/ may import protocol/ as types only (`import type`), the browser API (protocol/browser/api.ts) included.' },
         ],
       }],

@@ -1,23 +1,13 @@
 // Silent-time arithmetic (DESIGN.md "Silent time"): pure functions over epoch-ms timestamps, no DOM, so the
 // host-side tests can check them too. The paint clock that produces the timestamps is in meter.ts.
 import type { LoadRecord, VisibleUpdate, WireFrame } from '../protocol/browser/api';
+import { longestGap as gapOf, type Gap } from '../protocol/silent-time';
 
-export interface Gap {
-  ms: number;
-  from: number;
-  to: number;
-}
+export type { Gap };
 
-/** Longest gap in `times` (sorted ascending), the first gap starting at `start`. */
+/** Longest gap in `times`, the first gap starting at `start` (protocol/silent-time.ts); no time: a 0 ms gap at `start`. */
 export function longestGap(start: number, times: readonly number[]): Gap {
-  let best: Gap = { ms: 0, from: start, to: start };
-  let prev = start;
-  for (const t of times) {
-    const g = t - prev;
-    if (g > best.ms) best = { ms: g, from: prev, to: t };
-    if (t > prev) prev = t;
-  }
-  return best;
+  return gapOf(start, times) ?? { ms: 0, from: start, to: start };
 }
 
 export function silentTime(requestAtEpochMs: number, updates: readonly VisibleUpdate[]): Gap {

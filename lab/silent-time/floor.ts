@@ -166,7 +166,7 @@ export function networkFloor(log: LinkLog, capture: readonly CapturedPacket[], o
     duplicates,
     unmatched,
     dropped,
-    floorMs: g ? g.gap : null,
+    floorMs: g ? g.ms : null,
     floorGap: g ? { fromNs: o.startNs + BigInt(Math.round(g.from * 1e6)), toNs: o.startNs + BigInt(Math.round(g.to * 1e6)) } : null,
     meanGapMs: d,
     expectedMs: d === null ? null : o.loss < 1 ? d / (1 - o.loss) : null,

@@ -186,13 +186,13 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     if (load.markerNs) {
       const markers = load.markerNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
       r.markerTimesMs = markers.map((t) => Math.round(t * 100) / 100);
-      r.markerSilentMs = longestGap(0, markers)?.gap ?? null;
+      r.markerSilentMs = longestGap(0, markers)?.ms ?? null;
       r.crossCheckMs = crossCheck(updateTimes, markers);
     }
     const g = longestGap(0, updateTimes);
     r.updates = updateTimes.length;
     r.updateTimesMs = updateTimes.map((t) => Math.round(t * 100) / 100);
-    r.silentMs = g ? g.gap : null;
+    r.silentMs = g ? g.ms : null;
     r.silentGap = g ? { fromMs: g.from, toMs: g.to } : null;
     r.firstPaintMs = updateTimes.length ? updateTimes[0]! : null;
     r.completionMs = updateTimes.length ? updateTimes[updateTimes.length - 1]! : null;

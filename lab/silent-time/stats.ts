@@ -22,14 +22,5 @@ export function quantile(xs: readonly number[], p: number): number {
 
 export const p95 = (xs: readonly number[]): number => quantile(xs, 0.95);
 
-/** Longest gap in a sorted list of times, the first gap starting at `start`; null when there is no time. */
-export function longestGap(start: number, times: readonly number[]): { gap: number; from: number; to: number } | null {
-  if (times.length === 0) return null;
-  let prev = start;
-  let best = { gap: -Infinity, from: start, to: start };
-  for (const t of times) {
-    if (t - prev > best.gap) best = { gap: t - prev, from: prev, to: t };
-    prev = t;
-  }
-  return best;
-}
+/** Silent time's longest gap: one definition, shared with the renderer (protocol/silent-time.ts). */
+export { longestGap } from '../../protocol/silent-time';

@@ -224,7 +224,7 @@ export function summarizeUpdates(frames: readonly FrameTimes[], changes: readonl
   return {
     updates,
     frames: after.length,
-    silentMs: g ? g.gap : null,
+    silentMs: g ? g.ms : null,
     silentGap: g ? { fromMs: g.from, toMs: g.to } : null,
     firstPaintMs: times.length ? times[0]! : null,
     lastUpdateMs: times.length ? times[times.length - 1]! : null,
