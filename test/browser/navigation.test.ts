@@ -4,8 +4,9 @@ import { createSocket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 
 import { artifact, chromiumPresent, startRig, type ProbeState, type Rig } from './helpers';
+import { describeIf } from '../helpers/requires';
 
-const maybe = chromiumPresent ? describe : describe.skip;
+const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
 jest.setTimeout(120_000);
 
 async function until(rig: Rig, ok: (s: ProbeState) => boolean, what: string, timeoutMs = 20_000): Promise<ProbeState> {

@@ -4,8 +4,9 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { CORPUS_PAGES, DEMO, chromiumPresent, parse5Of, startRig, type Rig } from './helpers';
+import { describeIf } from '../helpers/requires';
 
-const maybe = chromiumPresent ? describe : describe.skip;
+const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
 jest.setTimeout(120_000);
 
 maybe('pages in the app', () => {

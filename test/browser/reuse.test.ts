@@ -5,8 +5,9 @@ import { join } from 'node:path';
 
 import { artifact, chromiumPresent, parse5Of, startRig, type Rig } from './helpers';
 import { tempDir } from '../dtd/helpers';
+import { describeIf } from '../helpers/requires';
 
-const maybe = chromiumPresent ? describe : describe.skip;
+const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
 jest.setTimeout(120_000);
 
 maybe('block reuse in the app', () => {

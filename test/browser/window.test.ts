@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
 import { ROOT, artifact, buildRenderer, chromiumPresent, xvfbRunPresent, startRig, type Rig } from './helpers';
+import { describeIf } from '../helpers/requires';
 
 const ready = chromiumPresent && xvfbRunPresent() && existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
-const maybe = ready ? describe : describe.skip;
+const maybe = describeIf(ready, 'Chromium, xvfb-run and the built CLI (apt-get install chromium xvfb xauth; npm run build)');
 jest.setTimeout(90_000);
 
 function freePort(): Promise<number> {

@@ -12,6 +12,7 @@ import type { DefaultTreeAdapterMap } from 'parse5';
 import { encodeTree } from '../../../protocol/catp';
 import { corpusDir, loadDatDir, toHtml5libTree, TreeCase } from '../../helpers/html5lib';
 import { assemble, codec, rng, scramble, sha256 } from '../../helpers/catp-util';
+import { describeIf } from '../../helpers/requires';
 
 const corpus = corpusDir();
 const dir = corpus ? path.join(corpus, 'html5lib-tree-construction') : null;
@@ -24,7 +25,7 @@ function parseCase(c: TreeCase, scripting: boolean): DefaultTreeAdapterMap['pare
   return parse5.parse(c.data, { scriptingEnabled: scripting });
 }
 
-(dir ? describe : describe.skip)('html5lib tree-construction conformance', () => {
+describeIf(Boolean(dir), 'the html5lib tests (../shared/corpus)')('html5lib tree-construction conformance', () => {
   test('every case round-trips exactly', () => {
     const cases = loadDatDir(dir as string);
     const stats = { cases: cases.length, runs: 0, passed: 0, failed: 0, parserDisagrees: 0, smallFrames: 0, maxIndexFrames: 0, skipped: {} as Record<string, number> };

@@ -1,9 +1,10 @@
 import { ORDERS, realPages, runPage } from '../../helpers/catp-real-pages';
+import { describeIf } from '../../helpers/requires';
 
 const pages = realPages();
 const half = 1;
 
-(pages ? describe : describe.skip)('real pages (half b): ' + ORDERS + ' orders, 10% loss, repaired', () => {
+describeIf(pages !== null, 'the real-pages corpus (../shared/corpus/real-pages)')('real pages (half b): ' + ORDERS + ' orders, 10% loss, repaired', () => {
   const files = pages ? pages.files.filter((_, i) => i % 2 === half) : [];
   test.each(files)('%s', (file) => {
     runPage((pages as { dir: string }).dir, file, ORDERS);

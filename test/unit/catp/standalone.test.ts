@@ -33,6 +33,7 @@ import { toHtml5libTree } from '../../helpers/html5lib';
 import { realPages } from '../../helpers/catp-real-pages';
 import { codec, newAssembler, placeholders, rng, seqOf, sha256, shuffle } from '../../helpers/catp-util';
 import { seededRng } from '../../../protocol/random';
+import { testIf } from '../../helpers/requires';
 
 type P5Node = parse5.DefaultTreeAdapterMap['node'];
 type P5Element = parse5.DefaultTreeAdapterMap['element'];
@@ -354,7 +355,7 @@ describe('index frames that stand alone', () => {
     expect(watcher.checks).toBeGreaterThanOrEqual(page.frames.length);
   });
 
-  (realHtml ? test : test.skip)(`a real page (${REAL}): the same, checked after every frame`, () => {
+  testIf(realHtml !== null, 'the real-pages corpus (../shared/corpus/real-pages)')(`a real page (${REAL}): the same, checked after every frame`, () => {
     const { watcher, page, lost } = reverseLossRepair(realHtml as string);
     expect(page.indexFrames).toBeGreaterThanOrEqual(10);
     expect(lost).toBeGreaterThanOrEqual(4);
@@ -438,7 +439,7 @@ describe('send order: the top of the page first', () => {
     expect(under.map((n) => n.ref.stream)).toEqual([STREAM.DEFERRED]);
   });
 
-  (realHtml ? test : test.skip)(`${REAL}: the first body text is on screen before the second index frame`, () => {
+  testIf(realHtml !== null, 'the real-pages corpus (../shared/corpus/real-pages)')(`${REAL}: the first body text is on screen before the second index frame`, () => {
     const page = encodePage(realHtml as string, { sha256, codec });
     const { text, frames, bytes } = textBeforeSecondIndexFrame(page);
     expect(text).toMatch(/Jump to\s+content/);
