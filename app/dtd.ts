@@ -212,9 +212,8 @@ export class DtdAgent {
     return { ...this.outcome(track, 'hit', reason), savedBytes: saved, savedMs, stored: true };
   }
 
-  refetched(track: DtdTrack): void {
+  refetched(_track: DtdTrack): void {
     this.c.refetches++;
-    void track;
   }
 
   private outcome(track: DtdTrack, decision: DtdDecisionKind, reason: string): DtdOutcome {

@@ -1,8 +1,8 @@
 /**
- * Error classes shared by every part of protocol/ (DHTTP now, CATP and DTD later).
+ * Error classes shared by every part of protocol/ (DHTTP, CATP, DTD).
  *
- * Every error carries a stable, machine-readable `code` (`DHTTP_ERR_...`, `HTTP_ERR_...`, later
- * `CATP_ERR_...`); messages are for humans and may change. Like h11 we keep two kinds of protocol
+ * Every error carries a stable, machine-readable `code` (`DHTTP_ERR_...`, `HTTP_ERR_...`,
+ * `CATP_ERR_...`, `DTD_ERR_...`); messages are for humans and may change. Like h11 we keep two kinds of protocol
  * violation apart:
  *
  * - {@link LocalProtocolError}: *we* (the caller of this library) misused it — an invalid header name

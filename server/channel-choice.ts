@@ -215,4 +215,3 @@ function snap(v: number): number {
 }
 
 /** Small deterministic PRNG for tests and reproducible runs (shared: protocol/random.ts). */
-export { seededRng } from '../protocol/random';

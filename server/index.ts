@@ -1,7 +1,8 @@
 // Public API of the reference origin server.
 export { startServer, DEFAULT_LIMITS } from './server';
 export type { DhttpServer, ServerOptions, ServerCounters, ServerLimits } from './server';
-export { ChannelChooser, DEFAULT_CHANNEL_OPTIONS, RecentKeyRing, seededRng } from './channel-choice';
+export { ChannelChooser, DEFAULT_CHANNEL_OPTIONS, RecentKeyRing } from './channel-choice';
+export { seededRng } from '../protocol/random';
 export type { Channel, ChannelOptions, ChannelCounters, ChannelDecision, ChannelDeps, ChoiceReason } from './channel-choice';
 export { FileServer, resolveTarget, mimeType } from './files';
 export type { FileRequest, FileResponse, FileServerOptions } from './files';

@@ -296,7 +296,7 @@ export class BrowserService {
     let run: Promise<void>;
     try {
       parseTarget(entry.url);
-      run = transport === 'catp' || transport === 'inorder' ? this.stream(load, requestNs)
+      run = transport === 'catp' || transport === 'inorder' ? this.stream(load)
         : transport === 'tcp' ? this.tcp(load, requestNs)
           : this.whole(load);
     } catch (err) {
@@ -375,7 +375,7 @@ export class BrowserService {
     this.emitWhole(load, result);
   }
 
-  private async stream(load: ActiveLoad, requestNs: bigint): Promise<void> {
+  private async stream(load: ActiveLoad): Promise<void> {
     const stats = new ArrivalStats();
     const decoder = new TextDecoder('utf-8');
     let textOffset = 0;
@@ -421,7 +421,6 @@ export class BrowserService {
       const atEpochMs = record.kernelAtMs !== null ? requestAt + record.kernelAtMs : requestAt + record.atMs;
       this.emit({ type: 'frame', loadId: load.loadId, frame: stats.frame(record, atEpochMs) });
     };
-    void requestNs;
     const stop = new AbortController();
     load.cancel = () => stop.abort();
     let reused = 0;

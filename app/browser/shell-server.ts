@@ -133,14 +133,12 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
       return;
     }
-    let scheme: string;
     try {
-      scheme = parseTarget(target).scheme;
+      parseTarget(target); // a target we cannot parse is refused here, not by the fetch
     } catch {
       res.writeHead(400, { 'content-type': 'text/plain' }).end('bad target');
       return;
     }
-    void scheme;
     const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000 });
     service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
     const r = result.response;

@@ -280,7 +280,6 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
       }
     }
   }
-  void fragment;
   return { nodes, slots, byStream, mode: 'no-quirks', fragment };
 }
 

@@ -222,10 +222,11 @@ export class RepairReceiver {
     return t;
   }
 
-  /** Same as polling `nextReport`: checks the stall limit. */
-  handleTimer(nowMs: number): void {
-    void nowMs;
-  }
+  /**
+   * Nothing to do here: what is due at a deadline (reports, and the stall limit) is decided by `nextReport`.
+   * Kept so the receiver has the same handleTimer / next* shape as every other sans-IO machine of ours.
+   */
+  handleTimer(_nowMs: number): void {}
 
   /** The next report datagram due at `nowMs`, or null. Call until null after every event and timer. */
   nextReport(nowMs: number): Uint8Array | null {
@@ -392,11 +393,12 @@ export class RepairSender {
   /**
    * @param frames the page's frames (from encodePage / encodeRaw), with any request ID; each is copied
    *   and stamped with `opts.requestId` when sent.
-   * @param indexFrames how many of them are index frames (each frame's kind byte says which).
+   * @param _indexFrames how many of them are index frames: not needed (each frame's kind byte says which),
+   *   kept for the callers' sake.
    */
   constructor(
     private readonly frames: readonly Uint8Array[],
-    private readonly indexFrames: number,
+    _indexFrames: number,
     opts: SenderOptions,
   ) {
     if (!(opts.requestId instanceof Uint8Array) || opts.requestId.length !== ID_BYTES) {
@@ -426,7 +428,6 @@ export class RepairSender {
     this.isIndex.forEach((v, i) => {
       if (v === 1) this.indexSeqs.push(i);
     });
-    void this.indexFrames;
   }
 
   get finished(): boolean {

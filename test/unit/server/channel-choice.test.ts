@@ -1,4 +1,5 @@
-import { ChannelChooser, RecentKeyRing, seededRng, type ChannelOptions } from '../../../server/channel-choice';
+import { ChannelChooser, RecentKeyRing, type ChannelOptions } from '../../../server/channel-choice';
+import { seededRng } from '../../../protocol/random';
 
 function make(opts: Partial<ChannelOptions> = {}, seed = 1) {
   const clock = { t: 0 };
