@@ -3,8 +3,10 @@ const js = require('@eslint/js');
 const tseslint = require('typescript-eslint');
 
 const nodeBuiltins = ['node:*', 'fs', 'net', 'dgram', 'os', 'path', 'child_process', 'http', 'https', 'crypto', 'timers', 'worker_threads', 'events'];
+// '**/server/**' alone misses a folder's index ('../server'): every folder pattern also names the folder itself.
+const withIndex = (patterns) => patterns.flatMap((p) => (p.endsWith('/**') ? [p, p.slice(0, -3)] : [p]));
 const restrict = (patterns, message) => ({
-  'no-restricted-imports': ['error', { patterns: [{ group: patterns, message }] }],
+  'no-restricted-imports': ['error', { patterns: [{ group: withIndex(patterns), message }] }],
 });
 
 module.exports = tseslint.config(
@@ -24,7 +26,7 @@ module.exports = tseslint.config(
     rules: {
       ...restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
         'protocol/ is sans-IO: no Node modules, no sockets, timers, clocks or files, and no other layer of ours.'),
-      'no-restricted-globals': ['error', 'setTimeout', 'setInterval', 'setImmediate', 'performance', 'process', 'require'],
+      'no-restricted-globals': ['error', 'setTimeout', 'setInterval', 'setImmediate', 'performance', 'process', 'require', 'Buffer'],
       'no-restricted-properties': ['error', { object: 'Date', property: 'now' }],
     },
   },
@@ -47,7 +49,7 @@ module.exports = tseslint.config(
       // Only types may come from protocol/ (the browser API contract is protocol/browser/api.ts).
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [
-          { group: [...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**'],
+          { group: withIndex([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**']),
             message: 'renderer/ runs in the page: no Node, and only protocol/ types.' },
           // protocol/silent-time.ts is the one value import: the metric itself, pure and dependency-free.
           { group: ['**/protocol/**', '!**/protocol/silent-time'], allowTypeImports: true,
@@ -56,6 +58,22 @@ module.exports = tseslint.config(
       }],
       'no-restricted-globals': ['error', 'process', 'require', 'Buffer', '__dirname'],
     },
+  },
+  {
+    // The lab drives real processes and namespaces: it may use protocol/, native/, app/ and server/ (what it
+    // measures), but no command line (cli/ calls the lab, never the reverse) and nothing of the page or shells.
+    files: ['lab/**/*.ts'],
+    rules: restrict(['**/cli/**', '**/renderer/**', '**/electron/**', '**/bench/**'], 'lab/ is called by cli/ and bench/, never the reverse; the page and the shells are not its.'),
+  },
+  {
+    // The command line: app, server, lab and the protocol types; no page code, no shells, no benchmarks.
+    files: ['cli/**/*.ts'],
+    rules: restrict(['**/renderer/**', '**/electron/**', '**/bench/**'], 'cli/ may import app/, server/, lab/, protocol/ and native/ only.'),
+  },
+  {
+    // Benchmarks measure the other layers; nothing imports them, and they do not reach into the command line.
+    files: ['bench/**/*.ts'],
+    rules: restrict(['**/cli/**', '**/renderer/**', '**/electron/**'], 'bench/ measures app/, server/, lab/, protocol/ and native/ directly, not through cli/.'),
   },
   {
     // Electron main process: like app/ (it is a shell's host side) plus Electron itself.

@@ -1,6 +1,6 @@
 // `catp`: the project's command line. Each command lives in its own module under cli/commands.
 import { UsageError, processIo, type Io } from './args';
-import { link } from '../lab/link-cli';
+import { link } from './commands/link';
 import { browse } from './commands/browse';
 import { get } from './commands/get';
 import { serve } from './commands/serve';

@@ -4,7 +4,7 @@
 // other settings is refused rather than mixed in.
 import * as fs from 'node:fs';
 
-import { type LoadResult } from './run';
+import { type LoadResult } from './load-result';
 
 export const LOAD_LOG_VERSION = 1;
 

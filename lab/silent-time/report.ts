@@ -1,6 +1,6 @@
 // Aggregation and output: per (page, transport, loss) the mean and p95 of the per-load silent time,
 // completion and first paint, with the network floor and D / (1 - p) beside them; text table, CSV, JSON.
-import { type LoadResult } from './run';
+import { type LoadResult } from './load-result';
 import { mean, p95 } from './stats';
 
 export interface SummaryRow {

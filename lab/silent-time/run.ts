@@ -10,6 +10,9 @@ import { startOrigin, warmOrigin, type Origin, type ServerKind } from './origin'
 import { type PageSpec } from './pages';
 import { type LoadContext, type Transport } from './transports';
 import { loadKey } from './load-log';
+import { type LoadResult } from './load-result';
+
+export type { LoadResult } from './load-result';
 import { longestGap } from './stats';
 
 export interface RunOptions {
@@ -51,52 +54,6 @@ export interface Progress {
   reused: number;
 }
 
-export interface LoadResult {
-  page: string;
-  pageBytes: number;
-  transport: string;
-  loss: number;
-  rep: number;
-  seed: number;
-  ok: boolean;
-  error?: string;
-  method?: string;
-  /** all times in ms after the request */
-  silentMs: number | null;
-  silentGap: { fromMs: number; toMs: number } | null;
-  firstPaintMs: number | null;
-  completionMs: number | null;
-  loadEventMs: number | null;
-  updates: number;
-  updateTimesMs: number[];
-  frames: number;
-  /** error bound: longest interval between consecutive observations from the request to the last update */
-  samplingMaxMs: number | null;
-  samplingMedianMs: number | null;
-  floorMs: number | null;
-  floorGap: { fromMs: number; toMs: number } | null;
-  /** D: mean gap between useful arrivals */
-  meanGapMs: number | null;
-  /** D / (1 - p) */
-  expectedMs: number | null;
-  usefulPackets: number;
-  duplicatePackets: number;
-  unmatchedPackets: number;
-  droppedToClient: { loss: number; queue: number; other: number };
-  /** the request: the emulator's arrival time of the client's first packet to the server port */
-  requestSource: 'link-log' | 'transport' | 'navigation';
-  /** ms from issuing the navigation to the request on the wire */
-  navToRequestMs: number | null;
-  pageHeight?: number;
-  /**
-   * Cross-check (our browser): the renderer's own paint markers after the request (ms), their silent time,
-   * and the largest distance from a compositor update to the nearest marker (ms). Absent for chromium.
-   */
-  markerTimesMs?: number[];
-  markerSilentMs?: number | null;
-  crossCheckMs?: number | null;
-  warnings: string[];
-}
 
 /** The largest distance (ms) from an update to the nearest marker; null when either list is empty. */
 export function crossCheck(updatesMs: readonly number[], markersMs: readonly number[]): number | null {

@@ -1,8 +1,8 @@
-// `catp link` (lab/link-cli.ts): runs a command on the client side with the server side reachable.
+// `catp link` (cli/commands/link.ts): runs a command on the client side with the server side reachable.
 import { Writable } from 'node:stream';
 
 import { UsageError } from '../../cli/args';
-import { link, linkOptionsFromArgs } from '../../lab/link-cli';
+import { link, linkOptionsFromArgs } from '../../cli/commands/link';
 import { requireLab } from './helpers';
 
 jest.setTimeout(30_000);

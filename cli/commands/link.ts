@@ -2,8 +2,8 @@
 // the other side. The link is lab/link.ts; this is only its command line.
 import { type ChildProcess } from 'node:child_process';
 
-import { parse, UsageError, type Io } from '../cli/args';
-import { startLink, type GilbertElliott, type LinkCounters, type LinkOptions } from './link';
+import { parse, UsageError, type Io } from '../args';
+import { startLink, type GilbertElliott, type LinkCounters, type LinkOptions } from '../../lab/link';
 
 const HELP = `usage: catp link [options] [--server-cmd 'SHELL COMMAND'] -- CMD [ARGS...]
 
