@@ -9,6 +9,7 @@ import { join } from 'node:path';
 
 import { DhttpHost } from '../../app';
 import { startServer, type DhttpServer } from '../../server';
+import { seededRng } from '../../protocol/random';
 import { startNginx } from '../helpers/nginx';
 import { startUdpRelay } from '../helpers/udp-relay';
 
@@ -107,8 +108,11 @@ test('dhttpt:// goes over a TCP connection the client opens', async () => {
 });
 
 test('a spoofed datagram and an unsolicited TCP connection are dropped, counted, and leave a request in flight alone', async () => {
+  // A server of its own: the shared one's channel choice carries the earlier tests' resends (on a loaded machine
+  // enough of them to put it in high-loss mode, where a small answer goes over TCP and this test sees none by UDP).
+  const own = await startServer({ root, port: 0, host: '127.0.0.1', rng: seededRng(21) });
   // The relay holds the genuine answer back long enough for the attack to land first.
-  const relay = await startUdpRelay(server.port, { toClient: () => 300 });
+  const relay = await startUdpRelay(own.port, { toClient: () => 300 });
   host.close();
   host = new DhttpHost({ client: { initialTimeoutMs: 5000 } }); // no resend may race the held-back answer
   try {
@@ -135,12 +139,14 @@ test('a spoofed datagram and an unsolicited TCP connection are dropped, counted,
     expect(c.udpMatched).toBe(1);
   } finally {
     await relay.close();
+    await own.close();
   }
 });
 
 test('a lost first response is recovered by a resend with the resend flag, answered over TCP', async () => {
   const seenFlags: number[] = [];
-  const relay = await startUdpRelay(server.port, {
+  const own = await startServer({ root, port: 0, host: '127.0.0.1', rng: seededRng(22) }); // fresh channel choice, as above
+  const relay = await startUdpRelay(own.port, {
     toServer: (d) => {
       seenFlags.push(d[10]!);
       return 'pass';
@@ -148,17 +154,18 @@ test('a lost first response is recovered by a resend with the resend flag, answe
     toClient: (_d, i) => (i === 0 ? 'drop' : 'pass'),
   });
   try {
-    const before = server.counters();
+    const before = own.counters();
     const r = await host.fetch(`dhttp://127.0.0.1:${relay.port}/small.bin`);
     expect(Buffer.from(r.response.body).equals(SMALL)).toBe(true);
     expect(r.resends).toBe(1);
     expect(seenFlags).toEqual([0, 1]); // flags byte: first fresh, then resend
     expect(r.channel).toBe('tcp'); // DHTTP III-B: an answer to a resent request goes over TCP
     expect(relay.counts.dropped).toBe(1);
-    const after = server.counters();
+    const after = own.counters();
     expect(after.resentRequests - before.resentRequests).toBe(1);
   } finally {
     await relay.close();
+    await own.close();
   }
 });
 

@@ -127,8 +127,8 @@ describe('statistics', () => {
     expect(quantile(xs, 1)).toBe(20);
     expect(quantile([7], 0.95)).toBe(7);
     expect(p95([])).toBeNaN();
-    expect(longestGap(0, [100, 150, 400, 420])).toEqual({ gap: 250, from: 150, to: 400 });
-    expect(longestGap(10, [300])).toEqual({ gap: 290, from: 10, to: 300 });
+    expect(longestGap(0, [100, 150, 400, 420])).toEqual({ ms: 250, from: 150, to: 400 });
+    expect(longestGap(10, [300])).toEqual({ ms: 290, from: 10, to: 300 });
     expect(longestGap(0, [])).toBeNull();
   });
 });
