@@ -1,7 +1,6 @@
 // One streamed page load (CATP or the in-order baseline) as the host sees it: feeds every frame of the
 // request to the sans-IO assembler, sends the loss reports it asks for, and tells the caller after every
 // frame what became displayable.
-import { createHash } from 'node:crypto';
 
 import {
   CatpAssembler,
@@ -11,6 +10,7 @@ import {
 } from '../protocol/catp';
 import { hexToId } from '../protocol/dhttp';
 import { catpCodec } from './catp-codec';
+import { sha256 } from './payload-store';
 
 export type StreamMode = 'catp' | 'inorder';
 export type StreamEvent = CatpEvent | RawAssemblerEvent;
@@ -44,10 +44,6 @@ export interface StreamOutcome {
   events: StreamEvent[];
   done: 'complete' | 'failed' | null;
   error?: { code: string; message: string };
-}
-
-export function sha256(bytes: Uint8Array): Uint8Array {
-  return createHash('sha256').update(bytes).digest();
 }
 
 function displayable(ev: StreamEvent): Displayable | null {

@@ -1,10 +1,10 @@
 // Encoding a page for a CATP mode: the same code on the server's thread (tests, a missing worker script) and in
 // its encode worker (catp-encode-worker.ts). Frames are compressed one by one with brotli: at its best quality
 // for the cached copy a busy origin serves, or a fast one for a page's first request (catp-encoder.ts).
-import { createHash } from 'node:crypto';
 import * as zlib from 'node:zlib';
 
 import { brotliCodec, encodePage, encodeRaw, type FrameCodec } from '../protocol/catp';
+import { sha256 } from './digests';
 
 export type CatpMode = 'catp' | 'inorder';
 /** 'best': brotli quality 11 per frame; 'fast': quality 5 (about 4× faster to encode, about 9% more bytes). */
@@ -18,7 +18,6 @@ export interface Encoded {
   quality: EncodeQuality;
 }
 
-const sha256 = (bytes: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(bytes).digest());
 const codecs: Record<EncodeQuality, FrameCodec> = {
   best: brotliCodec(zlib),
   fast: brotliCodec(zlib, { finalQuality: 5 }),
