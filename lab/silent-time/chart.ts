@@ -1,5 +1,5 @@
 // The chart in the style of the CATP paper's Figure 7: mean silent time against loss, one line per
-// transport, one panel per page; the network floor of the same loads dashed in the transport's colour.
+// transport, one panel per page (four to a row); the network floor of the same loads dashed in the transport's colour.
 // Hand-written SVG; PNG by rendering that SVG in headless Chromium and taking a screenshot.
 import * as fs from 'node:fs';
 
@@ -23,13 +23,18 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
   const transports = [...new Set(rows.map((r) => r.transport))];
   const color = (t: string) => COLORS[t] ?? FALLBACK[transports.indexOf(t) % FALLBACK.length]!;
   const losses = [...new Set(rows.map((r) => r.loss))].sort((a, b) => a - b);
-  const pw = 420;
-  const ph = 300;
+  // A row of up to four panels, then the next row: a dozen pages stay readable (one row of 12 was 6,000 px wide).
+  const cols = Math.max(1, Math.min(pages.length, 4));
+  const gridRows = Math.max(1, Math.ceil(pages.length / cols));
+  const pw = pages.length > 2 ? 320 : 420;
+  const ph = pages.length > 2 ? 220 : 300;
   const m = { l: 64, r: 16, t: 48, b: 56 };
   const FLOOR_LABEL = 'network floor (same loads)';
   const legendWidth = transports.reduce((w, t) => w + 40 + t.length * 8, 0) + 30 + FLOOR_LABEL.length * 7;
-  const W = Math.max(pages.length * (pw + m.l + m.r), m.l + legendWidth + m.r);
-  const H = ph + m.t + m.b + 28;
+  const panelW = pw + m.l + m.r;
+  const panelH = ph + m.t + m.b;
+  const W = Math.max(cols * panelW, m.l + legendWidth + m.r);
+  const H = gridRows * panelH + 28;
   const xMax = Math.max(...losses, 0.01);
   const yMax = niceMax(Math.max(...rows.flatMap((r) => [r.silentMean, r.floorMean]).filter(Number.isFinite), 1));
   const parts: string[] = [
@@ -38,8 +43,8 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
     `<text x="${W / 2}" y="18" text-anchor="middle" font-size="15" font-weight="bold">${esc(title)}</text>`,
   ];
   pages.forEach((page, pi) => {
-    const ox = pi * (pw + m.l + m.r) + m.l;
-    const oy = m.t;
+    const ox = (pi % cols) * panelW + m.l;
+    const oy = Math.floor(pi / cols) * panelH + m.t;
     const x = (l: number) => ox + (l / xMax) * pw;
     const y = (v: number) => oy + ph - (v / yMax) * ph;
     parts.push(`<text x="${ox + pw / 2}" y="${oy - 10}" text-anchor="middle" font-weight="bold">${esc(page)}</text>`);
