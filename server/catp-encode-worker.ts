@@ -3,7 +3,7 @@
 // client's frames and answers meanwhile.
 import { parentPort } from 'node:worker_threads';
 
-import { encodeForMode, type EncodeJob, type EncodeReply } from './catp-encode';
+import { encodeForMode, errorCode, type EncodeJob, type EncodeReply } from './catp-encode';
 
 if (parentPort === null) throw new Error('catp-encode-worker runs as a worker thread');
 const port = parentPort;
@@ -17,8 +17,7 @@ port.on('message', (job: EncodeJob) => {
     // Each frame owns its buffer unless several share one: transfer each buffer once.
     transfer = [...new Set(e.frames.map((f) => f.buffer as ArrayBuffer))];
   } catch (err) {
-    const code = err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
-    reply = { id: job.id, ok: false, code };
+    reply = { id: job.id, ok: false, code: errorCode(err) };
   }
   port.postMessage(reply, transfer);
 });

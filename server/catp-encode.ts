@@ -23,6 +23,11 @@ const codecs: Record<EncodeQuality, FrameCodec> = {
   fast: brotliCodec(zlib, { finalQuality: 5 }),
 };
 
+/** The stable code of an encoder error (CATP_ERR_UNENCODABLE...), or UNKNOWN. */
+export function errorCode(err: unknown): string {
+  return err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
+}
+
 /** Rough bytes an encoded page holds (frames plus per-array overhead), for the cache's budget. */
 export function encodedBytes(frames: readonly Uint8Array[]): number {
   let bytes = 0;

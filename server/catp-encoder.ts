@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 
-import { encodedBytes, encodeForMode, type CatpMode, type EncodeJob, type EncodeQuality, type EncodeReply, type Encoded } from './catp-encode';
+import { encodedBytes, encodeForMode, errorCode, type CatpMode, type EncodeJob, type EncodeQuality, type EncodeReply, type Encoded } from './catp-encode';
 
 export interface EncoderOptions {
   /** Worker threads (default 1); 0 encodes on the calling thread (tests; a server with no CPU to spare). */
@@ -97,11 +97,6 @@ export class CatpEncoder {
     return p;
   }
 
-  /** Jobs waiting or running. */
-  get pending(): number {
-    return this.waiting.fast.length + this.waiting.best.length + this.slots.filter((s) => s.job !== null).length;
-  }
-
   close(): void {
     this.closed = true;
     for (const q of [this.waiting.fast, this.waiting.best]) for (const j of q.splice(0)) j.done({ failed: 'CATP_ERR_ENCODER_CLOSED' });
@@ -144,12 +139,11 @@ export class CatpEncoder {
       });
       return;
     }
-    for (;;) {
+    while (this.waiting.fast.length + this.waiting.best.length > 0) {
       let slot = this.slots.find((s) => s.job === null);
       if (slot === undefined && this.slots.length < this.maxWorkers) slot = this.spawn();
       if (slot === undefined) return;
-      const j = this.take();
-      if (j === undefined) return;
+      const j = this.take() as Job;
       const id = this.nextId++;
       slot.job = { ...j, id };
       slot.worker.ref();
@@ -186,8 +180,4 @@ export class CatpEncoder {
     this.slots.push(slot);
     return slot;
   }
-}
-
-function errorCode(err: unknown): string {
-  return err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
 }

@@ -12,7 +12,7 @@
 import type * as dgram from 'dgram';
 
 import { FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
-import { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
+import { encodeForMode, errorCode, type CatpMode, type Encoded } from './catp-encode';
 import { CatpEncoder, type EncoderCounters } from './catp-encoder';
 
 export { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
@@ -492,18 +492,9 @@ export class CatpSessions {
   private async encodedAsync(req: StartRequest): Promise<Encoded | null> {
     // In-order framing is a cut and a digest: no worker needed.
     if (req.mode !== 'catp') return this.encoded(req);
-    if (req.cacheKey === null) {
-      // Not cacheable (no validator): encoded for this request only.
-      const job = this.encoder.encode(`once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
-      const r = job === null ? null : await job;
-      if (r === null || 'failed' in r) {
-        if (r !== null) this.c.catpEncodeErrors++;
-        return null;
-      }
-      return this.closed ? null : r;
-    }
-    const key = `${req.mode}\0${req.cacheKey}`;
-    const hit = this.cache.get(key);
+    // No validator (cacheKey null): encoded for this request only, under a key of its own.
+    const key = req.cacheKey === null ? null : `${req.mode}\0${req.cacheKey}`;
+    const hit = key === null ? undefined : this.cache.get(key);
     if (hit !== undefined) {
       this.c.catpCacheHits++;
       if ('failed' in hit) {
@@ -513,15 +504,16 @@ export class CatpSessions {
       return hit;
     }
     this.c.catpCacheMisses++;
-    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
+    const job = this.encoder.encode(key ?? `once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
     if (job === null) return null;
     const r = await job;
     if (this.closed) return null;
     if ('failed' in r) {
-      if (!r.failed.startsWith('CATP_ERR_ENCODER_')) this.cache.set(key, { failed: r.failed, bytes: 128 });
+      if (key !== null && !r.failed.startsWith('CATP_ERR_ENCODER_')) this.cache.set(key, { failed: r.failed, bytes: 128 });
       this.c.catpEncodeErrors++;
       return null;
     }
+    if (key === null) return r;
     const now = this.cache.get(key);
     if (now === undefined || 'failed' in now) {
       this.cache.set(key, r);
@@ -550,8 +542,7 @@ export class CatpSessions {
       try {
         e = encodeForMode(req.mode, req.body, this.opts.blockCut);
       } catch (err) {
-        const code = err && typeof err === 'object' && 'code' in err ? String((err as { code: unknown }).code) : 'UNKNOWN';
-        e = { failed: code, bytes: 128 };
+        e = { failed: errorCode(err), bytes: 128 };
       }
       if (key !== null) this.cache.set(key, e);
     }
