@@ -617,6 +617,10 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       if (this.held.has(b.seq)) newlyKnown.push(b.seq);
     }
     this.emit({ type: 'index-piece', piece: p, fills });
+    // index-complete comes before the fills of data frames held for this piece: the last of them may finish the page
+    if (this.piecesHave === this.indexFrames) {
+      this.emit({ type: 'index-complete', blocks: this.total - this.indexFrames, slots: this.slots });
+    }
     for (const seq of newlyKnown) {
       const payload = this.raw[seq] as Uint8Array;
       this.held.delete(seq);
@@ -626,9 +630,6 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       } catch (e) {
         this.count(e instanceof Reject ? e.code : 'CATP_ERR_INTERNAL');
       }
-    }
-    if (this.piecesHave === this.indexFrames) {
-      this.emit({ type: 'index-complete', blocks: this.total - this.indexFrames, slots: this.slots });
     }
     this.maybeFinish();
   }

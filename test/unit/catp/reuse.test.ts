@@ -405,6 +405,12 @@ describe('protocol/README.md worked example', () => {
     const types: string[] = [];
     for (let e = a.nextEvent(); e; e = a.nextEvent()) types.push(e.type);
     expect(types).toEqual(['index-piece', 'index-complete', 'block-filled', 'page-complete']);
+    // data before index: the held block fills once the index arrives, still after index-complete
+    const b = newAssembler();
+    for (const f of [...ex.frames].reverse()) b.receive(f, 0);
+    const late: string[] = [];
+    for (let e = b.nextEvent(); e; e = b.nextEvent()) late.push(e.type);
+    expect(late).toEqual(['index-piece', 'index-complete', 'block-filled', 'page-complete']);
     if (process.env.CATP_WORKED_EXAMPLE) fs.writeFileSync(process.env.CATP_WORKED_EXAMPLE, workedExample());
   });
 
