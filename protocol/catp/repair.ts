@@ -39,6 +39,7 @@
  * `idleTimeoutMs`) stops — all with CATP_ERR_GAVE_UP.
  */
 import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
+import { RateController, type RateSnapshot } from './rate-control';
 import { ReuseGate, type ReuseOptions } from './reuse-gate';
 import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, FRAME_KIND, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
 
@@ -55,6 +56,10 @@ export interface ReceiverOptions {
   maxSilentReports?: number;
   /** `complete` reports sent at most (default 4). */
   maxCompleteReports?: number;
+  /** An acknowledging report is due once this many new frames came since the last report (default 2, like TCP). */
+  ackEveryFrames?: number;
+  /** … or this long after a new frame that no report has acknowledged yet (default 10 ms). */
+  ackDelayMs?: number;
 }
 
 /** Ranges one report lists at most (the datagram holds ~140 anyway; encodeReport flags the cut). */
@@ -67,6 +72,11 @@ export class RepairReceiver {
   private readonly minReportGapMs: number;
   private readonly maxSilentReports: number;
   private readonly maxCompleteReports: number;
+  private readonly ackEvery: number;
+  private readonly ackDelayMs: number;
+  /** new frames since the last report, and when the first of them came */
+  private unacked = 0;
+  private unackedSince = Infinity;
   private got: Uint8Array | null = null;
   total = 0;
   pageId: Uint8Array = new Uint8Array(PAGE_ID_BYTES);
@@ -99,6 +109,8 @@ export class RepairReceiver {
     this.minReportGapMs = opts.minReportGapMs ?? 5;
     this.maxSilentReports = opts.maxSilentReports ?? 300;
     this.maxCompleteReports = opts.maxCompleteReports ?? 4;
+    this.ackEvery = Math.max(1, opts.ackEveryFrames ?? 2);
+    this.ackDelayMs = opts.ackDelayMs ?? 10;
   }
 
   /** The request went out at `nowMs`: if nothing arrives, a report (asking for the index) follows. */
@@ -138,6 +150,7 @@ export class RepairReceiver {
     this.received++;
     this.lastNewAt = nowMs;
     this.newSinceReport = true;
+    if (this.unacked++ === 0) this.unackedSince = nowMs;
     this.silentReports = 0;
     if (seq > this.highest + 1) this.gapDue = true;
     if (seq > this.highest) this.highest = seq;
@@ -219,6 +232,7 @@ export class RepairReceiver {
     }
     let t = this.timerDue();
     if (this.gapDue || this.fullDue) t = Math.min(t, this.lastReportAt + this.minReportGapMs);
+    if (this.unacked > 0) t = Math.min(t, Math.max(this.lastReportAt + this.minReportGapMs, this.unacked >= this.ackEvery ? 0 : this.unackedSince + this.ackDelayMs));
     return t;
   }
 
@@ -242,7 +256,9 @@ export class RepairReceiver {
     const timer = nowMs >= this.timerDue();
     const gap = this.gapDue && nowMs >= this.lastReportAt + this.minReportGapMs;
     const full = this.fullDue && nowMs >= this.lastReportAt + this.minReportGapMs;
-    if (!timer && !gap && !full) return null;
+    // acknowledgements clock the sender's rate discovery (rate-control.ts): every ackEvery frames, or ackDelayMs
+    const ack = this.unacked > 0 && nowMs >= this.lastReportAt + this.minReportGapMs && (this.unacked >= this.ackEvery || nowMs >= this.unackedSince + this.ackDelayMs);
+    if (!timer && !gap && !full && !ack) return null;
     if (timer) {
       if (!this.newSinceReport) {
         if (++this.silentReports > this.maxSilentReports) {
@@ -265,6 +281,8 @@ export class RepairReceiver {
 
   private build(nowMs: number, complete: boolean, missing: Array<[number, number]>, exhaustive = false, truncated = false): Uint8Array {
     this.lastReportAt = nowMs;
+    this.unacked = 0;
+    this.unackedSince = Infinity;
     this.reportsSent++;
     return encodeReport({
       id: this.requestId ?? new Uint8Array(ID_BYTES),
@@ -289,12 +307,20 @@ export class RepairReceiver {
 export interface SenderOptions {
   /** The DHTTP request ID stamped into every frame (8 bytes). */
   requestId: Uint8Array;
-  /** Pacing rate in bytes per second (default 1,250,000 = 10 Mbit/s). */
+  /**
+   * How the sending rate is set (default 'discover'): 'discover' finds the path's rate (rate-control.ts), the
+   * rate options below only bound it from above; 'fixed' paces at the configured rate with the loss-proportional
+   * decrease of wave 1 and no window — an oracle when the rate is the link's, kept as the lab's ablation.
+   */
+  pacing?: 'discover' | 'fixed';
+  /** Pacing rate in bytes per second: the bound ('discover', default none) or the rate ('fixed', default 1,250,000). */
   rateBytesPerSec?: number;
-  /** Pacing rate in frames per second; when given, pacing counts frames instead of bytes. */
+  /** The same in frames per second; when given, pacing counts frames instead of bytes. */
   rateFramesPerSec?: number;
-  /** The rate never drops below this fraction of the configured rate (default 1/8). */
+  /** 'fixed': the rate never drops below this fraction of the configured rate (default 1/8). */
   minRateFraction?: number;
+  /** 'discover': frames in flight before the first report (default 10, like TCP's initial window). */
+  initialWindowFrames?: number;
   /** RTT assumed before the first sample (default 100 ms). */
   initialRttMs?: number;
   /** Shortest loss epoch (default 20 ms). */
@@ -316,6 +342,9 @@ export interface SenderOptions {
    */
   reuse?: ReuseOptions;
 }
+
+/** 'discover' never paces below this (bytes/s): a frame a second and a bit. */
+const MIN_DISCOVER_RATE = 1000;
 
 class SeqQueue {
   private a: number[] = [];
@@ -342,9 +371,15 @@ export interface SenderStats {
   resent: number;
   reports: number;
   badReports: Record<string, number>;
+  /** current pacing rate, bytes (or frames) per second */
   rate: number;
   srttMs: number;
+  /** 'fixed': loss epochs that cut the rate */
   rateDecreases: number;
+  /** 'discover': the controller's state */
+  control: RateSnapshot | null;
+  /** 'discover': times a send waited for the window (data in flight at the limit) */
+  windowWaits: number;
 }
 
 export class RepairSender {
@@ -352,6 +387,13 @@ export class RepairSender {
   private readonly n: number;
   private readonly maxRate: number;
   private readonly byFrames: boolean;
+  /** 'discover' mode's controller (null: 'fixed') */
+  readonly control: RateController | null;
+  /** send index (controller) of each frame's latest send */
+  private readonly sendIdx: Int32Array;
+  /** 'discover': the window is closed; it opens by itself at `windowOpensAt` (or when a report comes) */
+  private windowBlocked = false;
+  private windowOpensAt = Infinity;
   rate: number;
   private readonly floor: number;
   private srtt: number | null = null;
@@ -379,6 +421,8 @@ export class RepairSender {
   private nextSendAt = -Infinity;
   private startedAt: number | null = null;
   private lastActivityAt = 0;
+  /** 'discover': a sender that hears no report for idleTimeoutMs stops, window open or not */
+  private lastReportAt = 0;
   private lastReportNo = 0;
   private lastReceived = 0;
   private epochStart: number | null = null;
@@ -407,7 +451,9 @@ export class RepairSender {
     this.requestId = opts.requestId.slice();
     this.n = frames.length;
     this.byFrames = opts.rateFramesPerSec !== undefined;
-    const r = this.byFrames ? (opts.rateFramesPerSec as number) : (opts.rateBytesPerSec ?? 1_250_000);
+    const fixed = opts.pacing === 'fixed';
+    if (opts.pacing !== undefined && opts.pacing !== 'fixed' && opts.pacing !== 'discover') throw new CatpError(CATP_ERR.BAD_OPTIONS, 'pacing must be discover or fixed');
+    const r = this.byFrames ? (opts.rateFramesPerSec as number) : (opts.rateBytesPerSec ?? (fixed ? 1_250_000 : Infinity));
     if (!(r > 0)) throw new CatpError(CATP_ERR.BAD_OPTIONS, 'rate must be > 0');
     this.maxRate = r / 1000; // per ms
     this.rate = this.maxRate;
@@ -421,7 +467,23 @@ export class RepairSender {
     this.queued = new Uint8Array(this.n);
     this.sendCount = new Uint16Array(this.n);
     this.lastSentAt = new Float64Array(this.n);
-    this.stats = { sent: 0, resent: 0, reports: 0, badReports: {}, rate: this.rate * 1000, srttMs: this.initialRtt, rateDecreases: 0 };
+    this.sendIdx = new Int32Array(this.n).fill(-1);
+    if (fixed) this.control = null;
+    else {
+      const frameBytes = this.byFrames ? 1 : Math.max(1, frames.reduce((a, f) => a + f.length, 0) / Math.max(1, this.n));
+      this.control = new RateController({
+        frameBytes,
+        initialRttMs: this.initialRtt,
+        maxRate: this.maxRate,
+        minRate: this.byFrames ? Math.min(this.maxRate, 1 / 1000) : MIN_DISCOVER_RATE / 1000,
+        ...(opts.initialWindowFrames !== undefined ? { initialWindowFrames: opts.initialWindowFrames } : {}),
+      });
+      this.rate = this.control.pacingRate(0);
+    }
+    this.stats = {
+      sent: 0, resent: 0, reports: 0, badReports: {}, rate: this.rate * 1000, srttMs: this.initialRtt, rateDecreases: 0,
+      control: this.control?.snapshot(0) ?? null, windowWaits: 0,
+    };
     this.reuse = opts.reuse ? new ReuseGate(this.n, opts.reuse) : null;
     this.isIndex = Uint8Array.from(frames, (f) => (f.length > 10 && f[10] === FRAME_KIND.INDEX ? 1 : 0));
     this.indexSeqs = [];
@@ -459,6 +521,7 @@ export class RepairSender {
     if (this.finished || this.startedAt === null) return;
     this.reuse?.tick(nowMs);
     if (nowMs >= this.startedAt + this.giveUpAfterMs) this.fail(`not complete after ${this.giveUpAfterMs} ms`);
+    else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
     else if (!this.hasWork() && !this.reuse?.holding && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
 
@@ -467,7 +530,12 @@ export class RepairSender {
     if (this.startedAt === null) return this.hasWork() ? 0 : null;
     const giveUp = this.startedAt + this.giveUpAfterMs;
     const holdEnd = this.reuse?.deadline ?? Infinity;
-    if (this.hasWork()) return Math.min(this.nextSendAt - this.burstMs, giveUp, holdEnd);
+    if (this.hasWork()) {
+      let at = this.nextSendAt - this.burstMs;
+      // window closed: a report opens it (an event), or its oldest frame in flight times out
+      if (this.windowBlocked) at = Math.max(at, this.windowOpensAt);
+      return Math.min(at, giveUp, holdEnd, this.control !== null ? this.lastReportAt + this.idleTimeoutMs : Infinity);
+    }
     return Math.min(giveUp, this.lastActivityAt + this.idleTimeoutMs, holdEnd);
   }
 
@@ -476,10 +544,21 @@ export class RepairSender {
     if (this.startedAt === null) {
       this.startedAt = nowMs;
       this.lastActivityAt = nowMs;
+      this.lastReportAt = nowMs;
       this.reuse?.start(nowMs);
     }
     this.handleTimer(nowMs);
     if (this.finished || nowMs + this.burstMs < this.nextSendAt) return null;
+    if (this.control !== null) {
+      const rto = this.rto();
+      this.control.setRto(rto);
+      this.windowBlocked = !this.control.canSend(nowMs, rto);
+      if (this.windowBlocked) {
+        this.windowOpensAt = this.control.windowOpensAt(nowMs, rto) ?? nowMs + 1;
+        if (this.hasWork()) this.stats.windowWaits++;
+        return null;
+      }
+    }
     let seq = this.pick();
     // Frames the client holds (block reuse) are passed over: no send, no pacing cost.
     while (seq !== undefined && this.reuse?.isHeld(seq)) {
@@ -503,8 +582,19 @@ export class RepairSender {
     out.set(this.requestId, 0);
     if (this.reuse) out[11] |= FRAME_FLAG_REUSE;
     const cost = this.byFrames ? 1 : out.length;
+    if (this.control !== null) {
+      this.sendIdx[seq] = this.control.onSend(nowMs, cost, !this.hasWork());
+      this.rate = this.control.pacingRate(nowMs);
+    }
     this.nextSendAt = Math.max(this.nextSendAt, nowMs) + cost / this.rate;
     return out;
+  }
+
+  /** Retransmission timeout (RFC 6298: srtt + 4·rttvar, at least 1.25 × srtt; before a sample, 3 × the assumed RTT). */
+  private rto(): number {
+    const srtt = this.srtt ?? this.initialRtt;
+    const rttvar = this.srtt === null ? this.initialRtt / 2 : this.rttvar;
+    return Math.max(1, 1.25 * srtt, srtt + 4 * rttvar);
   }
 
   /** Which frame goes next: index resends, then missing data interleaved 1:1 with the first pass. */
@@ -560,8 +650,11 @@ export class RepairSender {
     this.lastReportNo = r.reportNo;
     this.stats.reports++;
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
+    this.lastReportAt = Math.max(this.lastReportAt, nowMs);
     if (r.echoSeq !== NO_ECHO && r.echoSeq < this.n && this.sendCount[r.echoSeq] > 0) {
       const sample = nowMs - this.lastSentAt[r.echoSeq] - r.echoDelayMs;
+      // the echo names the frame, not which of its sends arrived: the latest (a resend's sample may read short)
+      if (this.control !== null) this.control.onAck(nowMs, this.sendIdx[r.echoSeq], nowMs - r.echoDelayMs, r.received, sample);
       if (sample >= 0) {
         if (this.srtt === null) {
           this.srtt = sample;
@@ -592,8 +685,7 @@ export class RepairSender {
     }
     // Before the first sample, RFC 6298's rttvar = R/2 (RTO = 3 × the assumed RTT): the index frames
     // may still be on a slow wire when the receiver's first timer reports ask for them.
-    const rttvar = this.srtt === null ? this.initialRtt / 2 : this.rttvar;
-    const rto = Math.max(1, 1.25 * srtt, srtt + 4 * rttvar);
+    const rto = this.rto();
     const lostBefore = this.deliveredSentAt - srtt / 4;
     let lost = 0;
     if (r.total === 0) {
@@ -606,6 +698,16 @@ export class RepairSender {
     }
     const recv = Math.max(0, r.received - this.lastReceived);
     this.lastReceived = Math.max(this.lastReceived, r.received);
+    if (this.control !== null) {
+      this.control.setRto(rto);
+      this.rate = this.control.pacingRate(nowMs);
+      this.stats.rate = this.rate * 1000;
+      this.stats.control = this.control.snapshot(nowMs);
+      // a report may open the window or raise the rate: the next send is due now, not at the old pace
+      this.windowBlocked = false;
+      if (this.nextSendAt > nowMs + this.burstMs) this.nextSendAt = Math.min(this.nextSendAt, nowMs + (this.byFrames ? 1 : 1200) / this.rate);
+      return { accepted: true };
+    }
     if (this.epochStart === null) this.epochStart = nowMs;
     this.epochLost += lost;
     this.epochRecv += recv;

@@ -34,7 +34,7 @@ export interface PageRun {
 export function runOrder(frames: Uint8Array[], indexFrames: number, seed: number, fullTree: boolean, ref: string) {
   const r = rng(seed);
   const requestId = new Uint8Array([0x80 | (seed & 0x7f), 1, 2, 3, 4, 5, 6, 7]);
-  const sender = new RepairSender(frames, indexFrames, { requestId, rateFramesPerSec: 1e12, initialRttMs: 1 });
+  const sender = new RepairSender(frames, indexFrames, { requestId, pacing: 'fixed', rateFramesPerSec: 1e12, initialRttMs: 1 });
   const asm = newAssembler({ requestId });
   asm.start(0);
   const builder = fullTree ? parse5TreeBuilder() : null;

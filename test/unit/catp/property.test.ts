@@ -56,7 +56,7 @@ describe('CATP properties', () => {
           const want = toHtml5libTree(doc);
           const page = encodeSmall(doc, { maxPayload, codec: compress ? codec : undefined });
           if (page.indexFrames > 1) multiIndex++;
-          const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateFramesPerSec: 1e12, initialRttMs: 1 });
+          const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e12, initialRttMs: 1 });
           const asm = newAssembler({ requestId: ID });
           asm.start(0);
           const b = parse5TreeBuilder();

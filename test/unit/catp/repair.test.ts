@@ -43,7 +43,8 @@ describe('repair over a lossy pipe', () => {
       expect(res.events.filter((x) => x.e.type === 'page-corrupt' || x.e.type === 'error')).toEqual([]);
       // jitter reorders frames: a reordered frame looks like a gap; the RTT guard keeps spurious resends rare
       if (loss === 0) expect(sender.stats.resent).toBeLessThanOrEqual(page.frames.length * 0.1);
-      if (loss === 0.3) expect(sender.stats.rateDecreases).toBeGreaterThan(0);
+      // random loss is not congestion: the rate controller never caps its estimate for it
+      expect(sender.stats.control?.congestionCaps).toBe(0);
     }
   });
 
@@ -58,30 +59,46 @@ describe('repair over a lossy pipe', () => {
       expect(res.completeAt).not.toBeNull();
       expect(res.reports).toBeGreaterThan(10);
       expect(sender.stats.resent).toBe(0);
-      expect(sender.stats.rateDecreases).toBe(0);
+      expect(sender.stats.control?.stalls).toBe(0);
     }
   });
 
   test('index frames are resent before any data frame, and reports carry ranges', () => {
-    const n = page.frames.length;
     expect(page.indexFrames).toBeGreaterThan(1);
     // lose every index frame and a burst of data frames on the first pass
+    let widest = 0;
+    const firstSend = new Set<number>();
     const res = catpRun(0, 7, {
-      drop: (dir, bytes, i) => (dir === 'down' && i < n ? kindOf(bytes) === FRAME_KIND.INDEX || (i > 20 && i < 40) : undefined),
+      drop: (dir, bytes) => {
+        if (dir === 'up') {
+          for (const [a, b] of decodeReport(bytes).missing) widest = Math.max(widest, b - a);
+          return undefined;
+        }
+        const seq = seqOf(bytes);
+        if (firstSend.has(seq)) return undefined;
+        firstSend.add(seq);
+        return kindOf(bytes) === FRAME_KIND.INDEX || (seq > 20 && seq < 40);
+      },
     });
     expect(res.res.completeAt).not.toBeNull();
-    const resends = res.res.sent.slice(n);
+    // resends: sends of a frame sent before (with the window, repair may begin before the first pass ends)
+    const seen = new Set<number>();
+    const resends = res.res.sent.filter((f) => {
+      const again = seen.has(seqOf(f));
+      seen.add(seqOf(f));
+      return again;
+    });
     const firstData = resends.findIndex((f) => kindOf(f) === FRAME_KIND.DATA);
     const lastIndex = resends.map((f) => kindOf(f)).lastIndexOf(FRAME_KIND.INDEX);
     expect(resends.slice(0, page.indexFrames).every((f) => kindOf(f) === FRAME_KIND.INDEX)).toBe(true);
     expect(lastIndex).toBeLessThan(firstData);
     expect(new Set(resends.slice(0, page.indexFrames).map(seqOf)).size).toBe(page.indexFrames);
-    // 19 + indexFrames lost frames were reported in a handful of reports, as ranges
-    expect(res.res.reports).toBeLessThan(10);
+    // the burst of 19 lost data frames was reported as one range
+    expect(widest).toBeGreaterThanOrEqual(19);
   });
 
   test('a gap is reported at once (ranges below the highest frame), before the timer', () => {
-    const client = new CatpAssembler({ sha256, repair: { reportIntervalMs: 1000, minReportGapMs: 0 } });
+    const client = new CatpAssembler({ sha256, repair: { reportIntervalMs: 1000, minReportGapMs: 0, ackEveryFrames: 100, ackDelayMs: 1e6 } });
     client.start(0);
     for (const f of page.frames.slice(0, 5)) client.receive(f, 1);
     expect(client.nextReport(1)).toBeNull(); // no gap yet
@@ -107,10 +124,17 @@ describe('repair over a lossy pipe', () => {
     const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateFramesPerSec: 5000, idleTimeoutMs: 2000, giveUpAfterMs: 5000 });
     const client = new CatpAssembler({ sha256, requestId: ID, repair: { reportIntervalMs: 50, maxSilentReports: 10 } });
     const res = runPipe<CatpEvent>(sender, client, { seed: 3, loss: 0, drop: () => true, maxMs: 60_000 });
-    const t = sender.nextTimerAt() as number;
-    expect(t).toBeLessThanOrEqual(5000);
-    sender.handleTimer(t);
+    let t = 0;
+    while (sender.error === null) {
+      t = sender.nextTimerAt() as number;
+      expect(t).toBeLessThanOrEqual(2000);
+      sender.handleTimer(t);
+      while (sender.nextDatagram(t) !== null);
+    }
     expect(sender.error?.code).toBe(CATP_ERR.GAVE_UP);
+    // a peer that never answers got the initial window and a few backed-off probes, not the page
+    expect(sender.stats.sent).toBeLessThanOrEqual(20);
+    expect(sender.stats.sent).toBeLessThan(page.frames.length);
     expect(sender.nextDatagram(t + 1)).toBeNull();
     expect(res.events.map((x) => x.e.type)).toEqual(['error']);
     expect((res.events[0].e as { code: string }).code).toBe(CATP_ERR.STALLED);
@@ -125,7 +149,7 @@ describe('repair over a lossy pipe', () => {
   });
 
   test('pacing: the sender never exceeds its rate (burst of 1 ms)', () => {
-    const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateBytesPerSec: 1_000_000 });
+    const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, pacing: 'fixed', rateBytesPerSec: 1_000_000 });
     let bytes = 0;
     for (let t = 0; t <= 50; t += 0.5) for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) bytes += d.length;
     expect(bytes).toBeLessThanOrEqual(1_000_000 * 0.051 + 1460 * 2);

@@ -139,7 +139,7 @@ describe('wire: FRAME_FLAG_REUSE and REPORT_FLAG_EXHAUSTIVE', () => {
         b[14] = flags;
         const code = refusal(() => decodeReport(b));
         expect(code === null || code.startsWith('CATP_ERR_')).toBe(true);
-        const s = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9, reuse: { holdMs: 100 } });
+        const s = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 100 } });
         expect(() => s.receiveReport(b, 1)).not.toThrow();
         // whatever it did, every frame is still deliverable: a report asking for everything gets everything
         s.receiveReport(report({ reportNo: 0xfffffffe, missing: [[0, N]] }), 2);
@@ -167,7 +167,7 @@ describe('sender: hold and held frames', () => {
     // index frames interleave with data frames in send order (each followed by the blocks it introduces)
     expect(INDEX_SEQS).not.toEqual(Array.from({ length: IX }, (_, i) => i));
     expect(INDEX_SEQS[0]).toBe(0);
-    const s = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
+    const s = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
     expect(sent(s, 0)).toEqual(INDEX_SEQS);
     // nothing to do but wait: the timer is the hold's deadline, not a spin
     expect(s.nextTimerAt()).toBe(1000);
@@ -185,7 +185,7 @@ describe('sender: hold and held frames', () => {
   });
 
   test('without a report the hold ends by its deadline and everything goes', () => {
-    const s = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9, reuse: { holdMs: 300 } });
+    const s = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 300 } });
     sent(s, 0);
     s.handleTimer(299);
     expect(sent(s, 299)).toEqual([]);
@@ -195,7 +195,7 @@ describe('sender: hold and held frames', () => {
   });
 
   test('a frame claimed held and then asked for is sent after all; a truncated exhaustive report covers only its ranges', () => {
-    const s = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
+    const s = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
     sent(s, 0);
     s.receiveReport(report({ exhaustive: true, missing: [] }), 5); // "I hold everything"
     expect(sent(s, 5)).toEqual([]);
@@ -203,7 +203,7 @@ describe('sender: hold and held frames', () => {
     s.receiveReport(report({ reportNo: 2, missing: [[d3, d3 + 1]] }), 6); // changed its mind
     expect(sent(s, 6)).toEqual([d3]);
 
-    const t = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
+    const t = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
     sent(t, 0);
     // truncated: frames after the last listed range are not claimed, so they go (the index went already)
     const d1 = DATA_SEQS[1];
@@ -212,7 +212,7 @@ describe('sender: hold and held frames', () => {
   });
 
   test('a sender without reuse ignores the flag: a plain client\'s world is unchanged', () => {
-    const s = new RepairSender(page.frames, IX, { requestId: ID, rateFramesPerSec: 1e9 });
+    const s = new RepairSender(page.frames, IX, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e9 });
     const first = [] as number[];
     for (let d = s.nextDatagram(0); d; d = s.nextDatagram(0)) {
       first.push(seqOf(d));
@@ -416,7 +416,7 @@ describe('protocol/README.md worked example', () => {
 
   test('the unchanged reload of the example page: block 0 from the store, one complete report, the data frame never sent', () => {
     const ex = encodePage(HTML, { sha256, codec: serverCodec });
-    const s = new RepairSender(ex.frames, ex.indexFrames, { requestId: id, rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
+    const s = new RepairSender(ex.frames, ex.indexFrames, { requestId: id, pacing: 'fixed', rateFramesPerSec: 1e9, reuse: { holdMs: 1000 } });
     const a = newAssembler({ requestId: id, otherPort: 40000 });
     a.start(0);
     const sentFrames: Uint8Array[] = [];

@@ -312,7 +312,7 @@ class Watcher {
  */
 function reverseLossRepair(html: string): { watcher: Watcher; page: EncodedPage; lost: number } {
   const page = encodePage(html, { sha256, codec });
-  const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateFramesPerSec: 1e12, initialRttMs: 1 });
+  const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1e12, initialRttMs: 1 });
   const w = new Watcher(page, newAssembler({ requestId: ID }));
   w.asm.start(0);
   const first: Uint8Array[] = [];

@@ -1,0 +1,380 @@
+/**
+ * Rate discovery for the CATP and in-order senders: a delivery-rate controller in the manner of BBR (Cardwell
+ * et al., "BBR: Congestion-Based Congestion Control", 2016), sans-IO. Nothing tells it the path's rate; it
+ * paces at an estimate of the bottleneck bandwidth, caps the data in flight at a multiple of the estimated
+ * bandwidth-delay product, probes for more now and then, and backs off when a queue stands or delivery stalls.
+ * Random loss is not a congestion signal here (see `drain samples` below), because CATP exists for lossy paths.
+ *
+ * Units: bytes (or frames, when the sender paces by frames) and milliseconds. Every send gets an index
+ * 0, 1, 2 …; the receiver's report echoes the last frame it received, which the sender maps to the send index
+ * of that frame's latest send (`onAck`).
+ *
+ * Samples. When send B is acknowledged, everything sent before B has left the network: delivered, or lost
+ * (RACK's reasoning, RFC 8985). Against the snapshot taken when B was sent (the latest acknowledged send then,
+ * and when its ack came), two rates are sampled over max(ack interval, send interval), as BBR does:
+ *  - the *drain* rate: bytes of all sends up to B, delivered or lost;
+ *  - the *delivery* rate: bytes the receiver reports it received (its count of frames × the mean frame size).
+ * When the RTT of B is near the minimum (no standing queue), losses cannot have come from our own queue
+ * overflowing: they are random, and the drain rate is what the path takes from us. Pacing at it keeps the
+ * bottleneck full through random loss (before the bottleneck a lost packet costs no bandwidth, after it the
+ * sender could not have known). With a queue standing, losses may be tail drops and only the delivery rate
+ * counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
+ *
+ * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
+ * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
+ * min-RTT each. In flight ≤ 2 × BDP (at least `minWindowFrames`); before the first sample, `initialWindowFrames`
+ * (like TCP's initial window, RFC 6928), paced over the assumed initial RTT.
+ *
+ * Congestion. A round trip whose every RTT sample stood well above the minimum (a queue that did not drain)
+ * and which lost more than `congestionLoss` of what it sent beyond the random loss seen while the queue was
+ * empty, caps the estimate at the round's delivery rate: a competing flow is filling the queue, or we are.
+ * A stall (nothing acknowledged for a retransmission timeout while data is in flight) shrinks the window to
+ * `minWindowFrames` and halves the estimate, backing off exponentially like TCP's RTO (RFC 6298 §5.5).
+ */
+
+export interface RateControlOptions {
+  /** Typical frame size in bytes (turns the receiver's frame count into bytes; 1 when pacing by frames). */
+  frameBytes: number;
+  /** Frames allowed in flight before the first sample (default 10). */
+  initialWindowFrames?: number;
+  /** The window never shrinks below this many frames (default 4). */
+  minWindowFrames?: number;
+  /** RTT assumed before the first sample, for the first pacing rate (default 100 ms). */
+  initialRttMs?: number;
+  /** Upper bound on the pacing rate, bytes per ms (a client's `Catp-Rate`; default none). */
+  maxRate?: number;
+  /** Lower bound on the pacing rate, bytes per ms (default 1 = 1,000 B/s). */
+  minRate?: number;
+  /** Round trips the bandwidth estimate remembers (default 10). */
+  bwWindowRounds?: number;
+  /** Loss above the random baseline, in a queue-standing round, that caps the estimate (default 0.02). */
+  congestionLoss?: number;
+}
+
+export type RateState = 'startup' | 'drain' | 'probe_bw';
+
+const STARTUP_GAIN = 2.885; // 2/ln 2: doubles the delivery rate per round, as BBR
+const CWND_GAIN = 2;
+const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
+const MIN_RTT_WINDOW_MS = 10_000;
+
+interface AckPoint {
+  /** when the receiver got the acknowledged send (sender's clock, less the report's echo delay) */
+  ackAt: number;
+  /** bytes of all sends up to and including the acknowledged one */
+  drained: number;
+  /** bytes the receiver had received over the network */
+  delivered: number;
+  /** when the acknowledged send went out */
+  sentAt: number;
+}
+
+export interface RateSnapshot {
+  state: RateState;
+  /** bandwidth estimate, bytes per ms */
+  btlBw: number;
+  minRttMs: number;
+  pacingRate: number;
+  cwnd: number;
+  rounds: number;
+  congestionCaps: number;
+  queueCaps: number;
+  stalls: number;
+}
+
+export class RateController {
+  private readonly frameBytes: number;
+  private readonly initialWindow: number;
+  private readonly minWindow: number;
+  private readonly initialRtt: number;
+  private readonly maxRate: number;
+  private readonly minRate: number;
+  private readonly bwWindow: number;
+  private readonly congestionLoss: number;
+
+  state: RateState = 'startup';
+  /** per-round maxima, newest last (at most bwWindow) */
+  private bwRounds: number[] = [];
+  private roundMax = 0;
+  private minRtt = Infinity;
+  private minRttAt = -Infinity;
+  private rounds = 0;
+  private roundEndIdx = 0;
+  private fullBw = 0;
+  private fullBwRounds = 0;
+  private cycleIdx = 2;
+  private cycleAt = 0;
+  /** sends: time, cumulative bytes, snapshot (index into acks) at send time */
+  private sendAt: number[] = [];
+  private sendCum: number[] = [];
+  private sendSnap: number[] = [];
+  private sendAppLimited: Uint8Array = new Uint8Array(64);
+  private appLimitedUntil = -1;
+  private acks: AckPoint[] = [];
+  private latestAcked = -1;
+  private lastProgressAt: number | null = null;
+  /** round accounting for the congestion rule */
+  private roundMinRtt = Infinity;
+  private roundStart: AckPoint | null = null;
+  private quietLoss = 0;
+  private quietLossSeen = false;
+  congestionCaps = 0;
+  /** rounds a standing queue set the estimate to what the round delivered */
+  queueCaps = 0;
+  stalls = 0;
+  private capUntilRound = -1;
+
+  constructor(opts: RateControlOptions) {
+    this.frameBytes = opts.frameBytes;
+    this.initialWindow = (opts.initialWindowFrames ?? 10) * opts.frameBytes;
+    this.minWindow = (opts.minWindowFrames ?? 4) * opts.frameBytes;
+    this.initialRtt = opts.initialRttMs ?? 100;
+    this.maxRate = opts.maxRate ?? Infinity;
+    this.minRate = Math.min(opts.minRate ?? 1, this.maxRate);
+    this.bwWindow = opts.bwWindowRounds ?? 10;
+    this.congestionLoss = opts.congestionLoss ?? 0.02;
+  }
+
+  /** Bandwidth estimate (bytes per ms); 0 before the first sample. */
+  get btlBw(): number {
+    let m = this.roundMax;
+    for (const v of this.bwRounds) if (v > m) m = v;
+    return m;
+  }
+
+  get minRttMs(): number {
+    return Number.isFinite(this.minRtt) ? this.minRtt : this.initialRtt;
+  }
+
+  private gain(): number {
+    if (this.state === 'startup') return STARTUP_GAIN;
+    if (this.state === 'drain') return 1 / STARTUP_GAIN;
+    return PROBE_GAINS[this.cycleIdx];
+  }
+
+  /** Pacing rate in bytes per ms at `nowMs`. */
+  pacingRate(nowMs: number): number {
+    const bw = this.btlBw;
+    const base = bw > 0 ? bw : this.initialWindow / this.initialRtt;
+    let r = this.gain() * base;
+    const stalls = this.stallCount(nowMs);
+    if (stalls > 0) r /= 2 ** stalls;
+    return Math.max(this.minRate, Math.min(this.maxRate, r));
+  }
+
+  /** Most bytes that may be in flight. */
+  cwnd(nowMs: number): number {
+    if (this.stallCount(nowMs) > 0) return this.minWindow;
+    const bw = this.btlBw;
+    if (bw === 0) return this.initialWindow;
+    const gain = this.state === 'startup' ? STARTUP_GAIN : CWND_GAIN;
+    return Math.max(this.minWindow, gain * bw * this.minRttMs);
+  }
+
+  /**
+   * Bytes in flight: sent after the latest acknowledged send, and not older than the retransmission timeout
+   * (`rtoMs`, the sender's; such a send is lost or its ack is: either way the window must not wait for it).
+   */
+  inflight(nowMs: number, rtoMs: number): number {
+    const n = this.sendAt.length;
+    if (n === 0) return 0;
+    const after = Math.max(this.latestAcked + 1, this.firstSendAfter(nowMs - rtoMs * 2 ** this.stallCount(nowMs)));
+    if (after >= n) return 0;
+    return this.sendCum[n - 1] - (after > 0 ? this.sendCum[after - 1] : 0);
+  }
+
+  /** May a send of `bytes` go now (the window permits it)? */
+  canSend(nowMs: number, rtoMs: number): boolean {
+    return this.inflight(nowMs, rtoMs) < this.cwnd(nowMs);
+  }
+
+  /** When a closed window opens by itself (enough of its oldest sends in flight pass the timeout), or null when open. */
+  windowOpensAt(nowMs: number, rtoMs: number): number | null {
+    if (this.canSend(nowMs, rtoMs)) return null;
+    const n = this.sendAt.length;
+    const wait = rtoMs * 2 ** this.stallCount(nowMs);
+    const cwnd = this.cwnd(nowMs);
+    // the first send j whose successors alone fit the window: it opens once sends up to j have aged out
+    let j = Math.max(this.latestAcked + 1, this.firstSendAfter(nowMs - wait));
+    while (j < n && this.sendCum[n - 1] - this.sendCum[j] >= cwnd) j++;
+    return j < n ? this.sendAt[j] + wait + 1e-3 : null;
+  }
+
+  /** Index of the first send after time t (sends are in time order). */
+  private firstSendAfter(t: number): number {
+    let lo = 0;
+    let hi = this.sendAt.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.sendAt[mid] <= t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Consecutive retransmission timeouts without progress while data was in flight. */
+  private stallCount(nowMs: number): number {
+    if (this.lastProgressAt === null || this.sendAt.length === 0 || this.latestAcked >= this.sendAt.length - 1) return 0;
+    const base = Math.max(this.lastProgressAt, this.sendAt[Math.max(0, this.latestAcked + 1)]);
+    const rto = Math.max(this.stallRto, 1);
+    let k = 0;
+    let t = base + rto;
+    while (nowMs >= t && k < 6) {
+      k++;
+      t += rto * 2 ** k;
+    }
+    return k;
+  }
+
+  private stallRto = 1000;
+
+  /** The sender's current retransmission timeout (for stall detection). */
+  setRto(rtoMs: number): void {
+    this.stallRto = rtoMs;
+  }
+
+  /**
+   * A send of `bytes` goes out at `nowMs`; `appLimited`: the sender had nothing else to send (its samples may
+   * understate the path). Returns the send index.
+   */
+  onSend(nowMs: number, bytes: number, appLimited: boolean): number {
+    const i = this.sendAt.length;
+    if (this.lastProgressAt === null) this.lastProgressAt = nowMs;
+    const k = this.stallCount(nowMs);
+    if (k > this.stallsSeen) {
+      this.stalls += k - this.stallsSeen;
+      this.stallsSeen = k;
+    }
+    this.sendAt.push(nowMs);
+    this.sendCum.push((i > 0 ? this.sendCum[i - 1] : 0) + bytes);
+    this.sendSnap.push(this.acks.length - 1);
+    if (i >= this.sendAppLimited.length) {
+      const grown = new Uint8Array(this.sendAppLimited.length * 2);
+      grown.set(this.sendAppLimited);
+      this.sendAppLimited = grown;
+    }
+    if (appLimited) this.appLimitedUntil = i;
+    this.sendAppLimited[i] = appLimited ? 1 : 0;
+    if (this.state === 'probe_bw' && nowMs - this.cycleAt >= this.minRttMs) {
+      this.cycleIdx = (this.cycleIdx + 1) % PROBE_GAINS.length;
+      this.cycleAt = nowMs;
+    }
+    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
+    return i;
+  }
+
+  private stallsSeen = 0;
+
+  private inflightNow(): number {
+    const n = this.sendAt.length;
+    if (n === 0 || this.latestAcked >= n - 1) return 0;
+    return this.sendCum[n - 1] - (this.latestAcked >= 0 ? this.sendCum[this.latestAcked] : 0);
+  }
+
+  private bdp(): number {
+    return this.btlBw * this.minRttMs;
+  }
+
+  private enterProbe(nowMs: number): void {
+    this.state = 'probe_bw';
+    this.cycleIdx = 2;
+    this.cycleAt = nowMs;
+  }
+
+  /**
+   * The receiver's report acknowledged send `sendIdx` (the latest send of the frame it echoes), received at
+   * `ackAtMs` (report arrival less its echo delay), with `receivedFrames` frames received over the network so
+   * far. `rttMs` is that send's RTT sample.
+   */
+  onAck(nowMs: number, sendIdx: number, ackAtMs: number, receivedFrames: number, rttMs: number): void {
+    if (sendIdx <= this.latestAcked || sendIdx >= this.sendAt.length) return; // stale or reordered report
+    this.latestAcked = sendIdx;
+    this.lastProgressAt = nowMs;
+    this.stallsSeen = 0;
+    if (rttMs >= 0 && (rttMs <= this.minRtt || nowMs - this.minRttAt > MIN_RTT_WINDOW_MS)) {
+      this.minRtt = rttMs;
+      this.minRttAt = nowMs;
+    }
+    const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: receivedFrames * this.frameBytes, sentAt: this.sendAt[sendIdx] };
+    const snapIdx = this.sendSnap[sendIdx];
+    const snap: AckPoint = snapIdx >= 0 ? this.acks[snapIdx] : { ackAt: this.sendAt[0], drained: 0, delivered: 0, sentAt: this.sendAt[0] };
+    this.acks.push(point);
+    const interval = Math.max(point.ackAt - snap.ackAt, point.sentAt - snap.sentAt);
+    if (this.roundStart === null) this.roundStart = snap;
+    if (rttMs >= 0) this.roundMinRtt = Math.min(this.roundMinRtt, rttMs);
+    if (interval > 0) {
+      const quiet = rttMs >= 0 && rttMs <= this.minRttMs * 1.25 + 2;
+      const drainRate = (point.drained - snap.drained) / interval;
+      const deliveryRate = Math.max(0, point.delivered - snap.delivered) / interval;
+      let sample = quiet ? Math.max(drainRate, deliveryRate) : deliveryRate;
+      if (quiet && point.drained > snap.drained) {
+        // random loss seen with no queue: the baseline the congestion rule looks past
+        const loss = Math.max(0, 1 - (point.delivered - snap.delivered) / (point.drained - snap.drained));
+        this.quietLoss = this.quietLossSeen ? 0.875 * this.quietLoss + 0.125 * loss : loss;
+        this.quietLossSeen = true;
+      }
+      if (this.rounds <= this.capUntilRound) sample = Math.min(sample, this.btlBw);
+      const appLimited = this.sendAppLimited[sendIdx] === 1 || sendIdx <= this.appLimitedUntil;
+      if (!appLimited || sample > this.btlBw) this.roundMax = Math.max(this.roundMax, sample);
+    }
+    if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
+  }
+
+  private endRound(nowMs: number, point: AckPoint): void {
+    this.rounds++;
+    this.roundEndIdx = this.sendAt.length;
+    const start = this.roundStart;
+    // Even the least-delayed ack of the round met a queue: the bottleneck was busy all round, so what the round
+    // took is the path's rate now, not a lower bound — a link that slowed down is followed in a round or two
+    // instead of the filter's ten.
+    const standing = Number.isFinite(this.roundMinRtt) && this.roundMinRtt > this.minRttMs * 1.5 + 5;
+    const interval = start === null ? 0 : Math.max(point.ackAt - start.ackAt, point.sentAt - start.sentAt);
+    if (start !== null && standing && point.drained > start.drained && interval > 0) {
+      const sent = point.drained - start.drained;
+      const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
+      const loss = 1 - delivered / sent;
+      // loss beyond the random baseline by more than chance would give (2 standard deviations) is congestion
+      const frames = Math.max(1, sent / this.frameBytes);
+      const noise = 2 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
+      const congested = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
+      const cap = (congested ? delivered : sent) / interval;
+      if (cap < this.btlBw) {
+        this.bwRounds = [];
+        this.roundMax = cap;
+        if (congested) this.congestionCaps++;
+        else this.queueCaps++;
+        this.capUntilRound = this.rounds + 1;
+      }
+    }
+    this.bwRounds.push(this.roundMax);
+    if (this.bwRounds.length > this.bwWindow) this.bwRounds.shift();
+    this.roundMax = 0;
+    this.roundMinRtt = Infinity;
+    this.roundStart = point;
+    if (this.state === 'startup') {
+      const bw = this.btlBw;
+      const appLimited = this.appLimitedUntil >= this.latestAcked;
+      if (bw >= this.fullBw * 1.25) {
+        this.fullBw = bw;
+        this.fullBwRounds = 0;
+      } else if (!appLimited && ++this.fullBwRounds >= 3) {
+        this.state = 'drain';
+        if (this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
+      }
+    }
+  }
+
+  snapshot(nowMs: number): RateSnapshot {
+    return {
+      state: this.state,
+      btlBw: this.btlBw,
+      minRttMs: this.minRttMs,
+      pacingRate: this.pacingRate(nowMs),
+      cwnd: this.cwnd(nowMs),
+      rounds: this.rounds,
+      congestionCaps: this.congestionCaps,
+      queueCaps: this.queueCaps,
+      stalls: this.stalls,
+    };
+  }
+}

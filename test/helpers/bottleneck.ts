@@ -1,0 +1,104 @@
+/**
+ * A simulated bottleneck for the sans-IO senders, on a fake clock: the lab's link model (lab/README.md) in a few
+ * lines. Down (server → client): random loss at arrival (a lost packet uses no bandwidth), then one FIFO queue
+ * serializing at `rate` bytes per ms with a tail-drop bound in bytes, then propagation delay. Up (reports): delay
+ * only. The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
+ */
+import { RawAssembler, RepairSender, CatpAssembler } from '../../protocol/catp';
+import { rng } from './catp-util';
+
+export interface BottleneckOptions {
+  /** bytes per ms the queue drains at; a function of the time a packet enters the queue */
+  rate: number | ((nowMs: number) => number);
+  delayMs: number;
+  /** tail-drop bound in bytes, the packet being serialized included (default: the lab's, max(15000, 200 ms)) */
+  queueBytes?: number;
+  loss?: number;
+  seed?: number;
+  maxMs?: number;
+}
+
+export interface BottleneckResult {
+  completeAt: number | null;
+  endMs: number;
+  /** every packet the bottleneck passed: when its last bit left the queue, and its size */
+  departures: Array<{ at: number; bytes: number }>;
+  /** every queue admission: when, and the queueing delay it met (ms) */
+  queueDelays: Array<{ at: number; ms: number }>;
+  lossDrops: number;
+  queueDrops: number;
+  sent: number;
+}
+
+export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpAssembler, o: BottleneckOptions): BottleneckResult {
+  const r = rng(o.seed ?? 1);
+  const rateAt = typeof o.rate === 'number' ? () => o.rate as number : o.rate;
+  const queueBytes = o.queueBytes ?? Math.max(15000, 200 * rateAt(0));
+  const maxMs = o.maxMs ?? 120_000;
+  const down: Array<{ at: number; bytes: Uint8Array }> = [];
+  const up: Array<{ at: number; bytes: Uint8Array }> = [];
+  let downHead = 0;
+  let upHead = 0;
+  const inQueue: Array<{ depart: number; size: number }> = [];
+  let qHead = 0;
+  let lastDepart = 0;
+  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0 };
+  let now = 0;
+  client.start(0);
+  const enqueue = (d: Uint8Array) => {
+    res.sent++;
+    if (r() < (o.loss ?? 0)) {
+      res.lossDrops++;
+      return;
+    }
+    while (qHead < inQueue.length && inQueue[qHead].depart <= now) qHead++;
+    let backlog = 0;
+    for (let i = qHead; i < inQueue.length; i++) backlog += inQueue[i].size;
+    if (backlog + d.length > queueBytes) {
+      res.queueDrops++;
+      return;
+    }
+    const start = Math.max(now, lastDepart);
+    const depart = start + d.length / rateAt(now);
+    lastDepart = depart;
+    inQueue.push({ depart, size: d.length });
+    res.queueDelays.push({ at: now, ms: start - now });
+    res.departures.push({ at: depart, bytes: d.length });
+    down.push({ at: depart + o.delayMs, bytes: d });
+  };
+  for (let iter = 0; iter < 50_000_000; iter++) {
+    for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) enqueue(d);
+    while (downHead < down.length && down[downHead].at <= now) {
+      client.receive(down[downHead++].bytes, now);
+    }
+    while (upHead < up.length && up[upHead].at <= now) sender.receiveReport(up[upHead++].bytes, now);
+    for (let rep = client.nextReport(now); rep; rep = client.nextReport(now)) up.push({ at: now + o.delayMs, bytes: rep });
+    for (let e = client.nextEvent(); e; e = client.nextEvent()) {
+      if (e.type === 'page-complete' && res.completeAt === null) res.completeAt = now;
+    }
+    if (sender.finished && client.finished) break;
+    if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
+    const cands = [sender.nextTimerAt(), client.nextTimerAt(), downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    let next = Infinity;
+    for (const c of cands) if (c !== null && c < next) next = c;
+    if (next === Infinity) break;
+    now = Math.max(now + 1e-6, next);
+    if (now > maxMs) break;
+  }
+  res.endMs = now;
+  return res;
+}
+
+/** Bytes per ms that left the bottleneck in [from, to). */
+export function throughput(r: BottleneckResult, from: number, to: number): number {
+  let b = 0;
+  for (const d of r.departures) if (d.at >= from && d.at < to) b += d.bytes;
+  return b / (to - from);
+}
+
+/** Largest queueing delay met by a packet admitted in [from, to). */
+export function maxQueueDelay(r: BottleneckResult, from: number, to = Infinity): number {
+  let m = 0;
+  for (const q of r.queueDelays) if (q.at >= from && q.at < to && q.ms > m) m = q.ms;
+  return m;
+}

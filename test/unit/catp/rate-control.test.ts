@@ -1,0 +1,101 @@
+/**
+ * Rate discovery (protocol/catp/rate-control.ts) through a simulated bottleneck (test/helpers/bottleneck.ts: the
+ * lab's link model on a fake clock): the sender is told no rate, and must find it, keep it through random loss,
+ * follow a drop, and keep the queue short. The page is the in-order (raw) mode's frames: the same sender as CATP.
+ */
+import { encodeRaw, RawAssembler, RepairSender } from '../../../protocol/catp';
+import { maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../helpers/bottleneck';
+import { sha256 } from '../../helpers/catp-util';
+
+const ID = new Uint8Array([0x80, 9, 8, 7, 6, 5, 4, 3]);
+
+function page(bytes: number) {
+  const body = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) body[i] = 97 + ((i * 7) % 26);
+  return encodeRaw(body, { sha256 });
+}
+
+function run(bytes: number, link: BottleneckOptions, senderOpts: { rateBytesPerSec?: number } = {}) {
+  const raw = page(bytes);
+  const sender = new RepairSender(raw.frames, 0, { requestId: ID, ...senderOpts });
+  const client = new RawAssembler({ sha256, requestId: ID });
+  const res = runBottleneck(sender, client, { maxMs: 600_000, ...link });
+  return { res, sender, end: res.completeAt ?? res.endMs, frameBytes: raw.frames[1].length };
+}
+
+describe('rate discovery through a simulated bottleneck (no rate given)', () => {
+  test.each([
+    ['10 kB/s', 10, 300_000],
+    ['10 MB/s', 10_000, 20_000_000],
+  ])('a %s link: the estimate converges within 10%% of the bottleneck, the link stays full, the queue short', (_name, rate, bytes) => {
+    const delayMs = 10;
+    const { res, sender, end, frameBytes } = run(bytes, { rate, delayMs });
+    expect(res.completeAt).not.toBeNull();
+    const c = sender.stats.control!;
+    expect(c.btlBw).toBeGreaterThan(rate * 0.9);
+    expect(c.btlBw).toBeLessThan(rate * 1.1);
+    expect(throughput(res, end / 2, end)).toBeGreaterThan(rate * 0.9);
+    // whole transfer, startup included, against the ideal
+    expect(end).toBeLessThan((bytes / rate) * 1.25 + 500);
+    expect(res.queueDrops).toBe(0);
+    // after startup the queue holds at most about one round trip (the window is 2 BDP) and a frame or two
+    const baseRtt = 2 * delayMs + frameBytes / rate;
+    expect(maxQueueDelay(res, end / 4)).toBeLessThan(1.5 * baseRtt + (2 * frameBytes) / rate);
+    expect(sender.stats.resent).toBe(0);
+  });
+
+  test.each([
+    [0.1, 100],
+    [0.2, 100],
+    [0.1, 1000],
+    [0.2, 1000],
+  ])('%p random loss at %p kB/s: the sender keeps at least 80%% of the bottleneck busy and never calls it congestion', (loss, rate) => {
+    for (const seed of [1, 2]) {
+      const bytes = rate * 20_000; // 20 s worth
+      const { res, sender, end } = run(bytes, { rate, delayMs: 10, loss, seed });
+      expect(res.completeAt).not.toBeNull();
+      expect(sender.stats.control?.congestionCaps).toBe(0);
+      expect(throughput(res, 0, end)).toBeGreaterThan(rate * 0.8);
+      expect(throughput(res, end / 2, end)).toBeGreaterThan(rate * 0.9);
+      expect(res.queueDrops).toBe(0);
+    }
+  });
+
+  test('the link halves mid-transfer: the sender follows within a few round trips, and the queue drains', () => {
+    const change = 3000;
+    const { res, sender, end } = run(5_000_000, { rate: (t) => (t < change ? 1000 : 500), delayMs: 10 });
+    expect(res.completeAt).not.toBeNull();
+    expect(res.queueDrops).toBe(0);
+    const c = sender.stats.control!;
+    expect(c.btlBw).toBeGreaterThan(450);
+    expect(c.btlBw).toBeLessThan(550);
+    // the queue the old rate built is gone ten round trips (~250 ms) after the change
+    expect(maxQueueDelay(res, change + 500)).toBeLessThan(2 * c.minRttMs);
+    expect(throughput(res, change + 500, end)).toBeGreaterThan(500 * 0.9);
+  });
+
+  test('Catp-Rate, when a client sends one, only bounds the rate from above', () => {
+    const { res, sender, end } = run(3_000_000, { rate: 1000, delayMs: 10 }, { rateBytesPerSec: 300_000 });
+    expect(res.completeAt).not.toBeNull();
+    expect(throughput(res, 0, end)).toBeLessThanOrEqual(300 * 1.02);
+    expect(throughput(res, end / 2, end)).toBeGreaterThan(300 * 0.9);
+    expect(sender.stats.rate).toBeLessThanOrEqual(300_000);
+  });
+
+  test('a sender whose reports stop sends an initial window and backed-off probes, not the page', () => {
+    const raw = page(2_000_000);
+    const sender = new RepairSender(raw.frames, 0, { requestId: ID, idleTimeoutMs: 10_000 });
+    let sent = 0;
+    let t = 0;
+    while (!sender.finished) {
+      while (sender.nextDatagram(t) !== null) sent++;
+      const next = sender.nextTimerAt();
+      if (next === null) break;
+      t = Math.max(t + 1e-3, next);
+      sender.handleTimer(t);
+    }
+    expect(sender.error?.code).toBe('CATP_ERR_GAVE_UP');
+    expect(t).toBeLessThanOrEqual(10_001);
+    expect(sent).toBeLessThanOrEqual(10 + 4 * 7);
+  });
+});
