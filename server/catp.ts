@@ -18,9 +18,16 @@ import { CatpEncoder, type EncoderCounters } from './catp-encoder';
 export { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
 
 export interface CatpOptions {
-  /** Pacing rate when the request has no Catp-Rate header (bytes/s, default 1,250,000 = 10 Mbit/s). */
+  /**
+   * How senders set their rate (default 'discover': each finds its path's rate, protocol/catp/rate-control.ts;
+   * a request's Catp-Rate only bounds it). 'fixed' paces at Catp-Rate, or rateBytesPerSec without one, with
+   * wave 1's loss-proportional decrease and no window: only for the lab's oracle-rate ablation, never on a
+   * server that faces the Internet (any client could then ask for 100 Mbit/s towards any address).
+   */
+  pacing?: 'discover' | 'fixed';
+  /** 'fixed': pacing rate when the request has no Catp-Rate header (bytes/s, default 1,250,000 = 10 Mbit/s). */
   rateBytesPerSec?: number;
-  /** Catp-Rate is clamped to [1000, this] (default 12,500,000 = 100 Mbit/s; raised to rateBytesPerSec if lower). */
+  /** Catp-Rate is clamped to [1000, this]; 'discover' never exceeds it (default 12,500,000 = 100 Mbit/s; raised to rateBytesPerSec if lower). */
   maxRateBytesPerSec?: number;
   /** Simultaneous sessions; a CATP request beyond this gets the normal DHTTP answer (default 256). */
   maxSessions?: number;
@@ -54,10 +61,11 @@ export interface CatpOptions {
   /** Page bytes waiting to be encoded beyond which a CATP request is answered normally (default 32 MiB). */
   maxEncodeQueueBytes?: number;
   /** Passed to every RepairSender (rate options above take precedence). */
-  sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec' | 'reuse'>;
+  sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec' | 'reuse' | 'pacing'>;
 }
 
 export const DEFAULT_CATP_OPTIONS = Object.freeze({
+  pacing: 'discover' as 'discover' | 'fixed',
   rateBytesPerSec: 1_250_000,
   maxRateBytesPerSec: 12_500_000,
   maxSessions: 256,
@@ -170,7 +178,7 @@ export function parseCatpReuse(value: string | null): boolean {
   return value !== null && value.trim().toLowerCase() === 'hold';
 }
 
-/** The rate to pace at: `Catp-Rate` (decimal integer, bytes/s) clamped to [MIN_CATP_RATE, max], else the default. */
+/** `Catp-Rate` (decimal integer, bytes/s) clamped to [MIN_CATP_RATE, max], else the default: the bound ('discover') or the rate ('fixed'). */
 export function pickRate(header: string | null, defaultRate: number, maxRate: number): number {
   if (header !== null) {
     const v = header.trim();
@@ -350,7 +358,10 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
   };
   const rate = pos(o?.rateBytesPerSec, d.rateBytesPerSec, 'rateBytesPerSec', MIN_CATP_RATE);
   const maxRate = Math.max(rate, pos(o?.maxRateBytesPerSec, d.maxRateBytesPerSec, 'maxRateBytesPerSec', MIN_CATP_RATE));
+  const pacing = o?.pacing ?? d.pacing;
+  if (pacing !== 'discover' && pacing !== 'fixed') throw new RangeError('catp.pacing must be discover or fixed');
   return {
+    pacing,
     rateBytesPerSec: rate,
     maxRateBytesPerSec: maxRate,
     maxSessions: Math.floor(pos(o?.maxSessions, d.maxSessions, 'maxSessions')),
@@ -449,7 +460,8 @@ export class CatpSessions {
       sender = new RepairSender(enc.frames, enc.indexFrames, {
         ...(this.opts.sender ?? {}),
         requestId: req.id,
-        rateBytesPerSec: pickRate(req.rateHeader, this.opts.rateBytesPerSec, this.opts.maxRateBytesPerSec),
+        pacing: this.opts.pacing,
+        rateBytesPerSec: pickRate(req.rateHeader, this.opts.pacing === 'fixed' ? this.opts.rateBytesPerSec : this.opts.maxRateBytesPerSec, this.opts.maxRateBytesPerSec),
         ...(reuse ? { reuse: { holdMs: this.opts.reuseHoldMs } } : {}),
       });
     } catch {

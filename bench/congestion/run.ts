@@ -209,7 +209,12 @@ async function load(link: Link, t: TransportName, urlPath: string, timeoutMs: nu
     if (r.timedOut) return { ok: false, outcome, error: `killed after ${timeoutMs + 15_000} ms`, startNs, endNs };
     if (r.code !== 0) return { ok: false, outcome, error: `catp get exited with ${r.code}: ${lastLine.slice(0, 200)}`, startNs, endNs };
     if (!outcome) return { ok: false, outcome, error: `no completion line in catp get's output: ${lastLine.slice(0, 200)}`, startNs, endNs };
-    if (t !== 'tcp' && outcome.kind !== 'stream') return { ok: false, outcome, error: `the server did not stream the page (answered via ${outcome.via})`, startNs, endNs };
+    if (t !== 'tcp' && outcome.kind !== 'stream') {
+      // The DHTTP client falls back to plain HTTP/1.1 when its request and resend go unanswered (heavy loss).
+      const fellBack = /^! falling back to plain HTTP\/1\.1 over TCP \((.*)\)/m.exec(r.stderr);
+      const error = fellBack ? `the client fell back to plain HTTP/1.1 (${fellBack[1]})` : `the server did not stream the page (answered via ${outcome.via})`;
+      return { ok: false, outcome, error, startNs, endNs };
+    }
     if (t === 'tcp' && outcome.via !== 'plain HTTP/1.1 over TCP') return { ok: false, outcome, error: `answered via ${outcome.via}`, startNs, endNs };
     return { ok: true, outcome, startNs, endNs };
   } catch (err) {
@@ -344,14 +349,17 @@ function summarize(rows: readonly LoadRow[]): PointSummary[] {
   const keys = [...new Set(rows.map((r) => `${r.page}|${r.loss}|${r.transport}`))];
   for (const k of keys) {
     const group = rows.filter((r) => `${r.page}|${r.loss}|${r.transport}` === k);
-    const ok = group.filter((r) => r.ok).map((r) => r.completionMs!);
+    const okRows = group.filter((r) => r.ok);
+    const ok = okRows.map((r) => r.completionMs!);
+    // traffic of the completed loads (a failed one may have gone another way, e.g. fallen back to HTTP)
+    const counted = okRows.length ? okRows : group;
     const g = group[0]!;
     out.push({
       page: g.page, loss: g.loss, transport: g.transport, n: ok.length, failed: group.length - ok.length,
       meanMs: mean(ok), medianMs: median(ok), minMs: ok.length ? Math.min(...ok) : NaN, maxMs: ok.length ? Math.max(...ok) : NaN, vsTcp: NaN,
-      wireBytes: mean(group.map((r) => r.link.s2cDeliveredBytes)),
-      queueDrops: mean(group.map((r) => r.link.s2cQueueDrops)),
-      lossDrops: mean(group.map((r) => r.link.s2cLossDrops + r.link.c2sLossDrops)),
+      wireBytes: mean(counted.map((r) => r.link.s2cDeliveredBytes)),
+      queueDrops: mean(counted.map((r) => r.link.s2cQueueDrops)),
+      lossDrops: mean(counted.map((r) => r.link.s2cLossDrops + r.link.c2sLossDrops)),
     });
   }
   for (const s of out) {
@@ -364,6 +372,12 @@ function summarize(rows: readonly LoadRow[]): PointSummary[] {
     const y = order(b);
     return x[0]! - y[0]! || x[1]! - y[1]! || x[2]! - y[2]!;
   });
+}
+
+function failureNotes(loads: readonly LoadRow[]): void {
+  for (const l of loads) {
+    if (!l.ok) console.log(`  failed: ${l.page} ${pctStr(l.loss)} ${l.transport} load ${l.rep + 1}: ${l.error ?? 'no reason'}`);
+  }
 }
 
 async function pool<T, R>(items: readonly T[], width: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
@@ -396,8 +410,9 @@ async function runCompletion(o: Options, root: string, rateLabel: string) {
   }
   console.log(`\n1. Completion time, request to last byte (${COMPLETION.rate.toLocaleString('en-US')} B/s, ${COMPLETION.delayMs} ms one-way, default queue 15,000 B, ` +
     `Bernoulli loss in both directions, ${o.loads} loads a point). vs tcp = mean / tcp's mean; wire kB = server-to-client IP bytes ` +
-    'delivered per load; queue drops = tail drops at the bottleneck per load (the sender overran the link).\n');
+    'delivered per completed load; queue drops = tail drops at the bottleneck per completed load (the sender overran the link).\n');
   console.log(table(rows, 3));
+  failureNotes(loads);
   return {
     settings: { ...COMPLETION, lossDirection: 'both', queueBytes: 15_000, loads: o.loads, parallel: o.parallel, seeds: COMPLETION.losses.map((_, i) => o.seed + i) },
     summary, loads,
@@ -552,6 +567,7 @@ async function runFastpath(o: Options, root: string, rateLabel: string) {
   console.log(`\n3. Fast path (${FASTPATH.rate.toLocaleString('en-US')} B/s, ${FASTPATH.delayMs} ms one-way, no loss, default queue): ` +
     `a ${FASTPATH.pageBytes / 1e6} MB page, ${o.loads} loads each, request to last byte.\n`);
   console.log(table(rows, 1));
+  failureNotes(loads);
   console.log(`  catp/tcp (means) = ${f2(ratio)}: target ≤ ${FASTPATH.target} ${Number.isFinite(ratio) ? (ratio <= FASTPATH.target ? 'met' : 'MISSED') : '(not measured)'}`);
   return { settings: { ...FASTPATH, loads: o.loads }, ratio, summary, loads };
 }

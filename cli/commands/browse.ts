@@ -40,7 +40,7 @@ options:
       --page-area WxH     (headless) size the window so the page area (without toolbar and HUD) is WxH
       --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
-      --rate B/S          ask the server to pace frames at B bytes/s (demo default 40000)
+      --rate B/S          ask the server to send frames at most B bytes/s (Catp-Rate; demo default 40000)
       --shell S           auto (default: Electron if its binary is present, else Chromium) | electron | chromium
                           Chromium: CHROME_PATH if set, else chromium, chromium-browser, google-chrome on PATH
       --timeout MS        headless: give up after MS (default 60000)

@@ -34,7 +34,7 @@ options:
       --timeout MS         give up after MS milliseconds (default 30000)
       --catp               load the page as CATP frames (dhttp:// only)
       --inorder            load the page's raw bytes as in-order datagrams (dhttp:// only)
-      --rate BYTES_PER_S   ask the server to pace --catp / --inorder frames at this rate
+      --rate BYTES_PER_S   ask the server to send --catp / --inorder frames at most this fast (Catp-Rate)
       --timeline FILE      with --catp / --inorder: one JSON line per arriving frame (arrival time, frame,
                            what became displayable)
       --store DIR          payload store (default ${defaultStoreDir().replace(/^.*\/\.cache\//, '~/.cache/')}):

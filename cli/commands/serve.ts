@@ -15,6 +15,9 @@ options:
       --cold-encode Q  how a page not yet in the CATP cache is encoded for its first request (in a worker
                    thread): fast (default: brotli 5, served at once; the best copy replaces it in the
                    background) or best (brotli 11 straight away: the first request waits longer)
+      --pacing P   how CATP and in-order senders set their rate: discover (default: each finds its
+                   path's rate; a client's Catp-Rate only bounds it) or fixed (pace at the client's
+                   Catp-Rate, else 10 Mbit/s: the lab's oracle-rate ablation; never on the Internet)
   -q, --quiet      print nothing but errors
   -h, --help       show this help
 
@@ -25,6 +28,7 @@ const options = {
   port: { type: 'string', short: 'p' },
   host: { type: 'string' },
   'cold-encode': { type: 'string' },
+  pacing: { type: 'string' },
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -49,7 +53,10 @@ export async function serve(argv: string[], io: Io, signal?: AbortSignal): Promi
   const cold = values['cold-encode'] ?? 'fast';
   if (cold !== 'fast' && cold !== 'best') throw new UsageError(`--cold-encode: expected fast or best, not ${cold}`);
 
-  const server = await startServer({ root, port, host, catp: { coldEncode: cold } });
+  const pacing = values.pacing ?? 'discover';
+  if (pacing !== 'discover' && pacing !== 'fixed') throw new UsageError(`--pacing: expected discover or fixed, not ${pacing}`);
+
+  const server = await startServer({ root, port, host, catp: { coldEncode: cold, pacing } });
   const shown = host.includes(':') ? `[${host}]` : host;
   if (!values.quiet) {
     io.stdout.write(

@@ -28,6 +28,8 @@ link:
   --rate B/S           bottleneck rate in IP bytes/s (default 10000, as in the paper)
   --burst LEN          bursty loss: Gilbert-Elliott with mean burst LEN packets at the same mean loss
   --queue BYTES        bottleneck queue (default the emulator's: max(15000, 200 ms at the rate))
+  --oracle-rate        ablation: tell our UDP senders the link's rate (0.95 × --rate) and have the server
+                       pace at it, as wave 1 did; every table says so. Default: they find the rate, like TCP
   --seed N             base seed (default 1); load (page i, loss j, rep r) uses seed + (i*losses + j)*reps + r,
                        the same for every transport, so all transports meet the same drop pattern
 measurement:
@@ -59,6 +61,7 @@ const options = {
   loss: { type: 'string' },
   delay: { type: 'string' },
   rate: { type: 'string' },
+  'oracle-rate': { type: 'boolean' },
   burst: { type: 'string' },
   queue: { type: 'string' },
   seed: { type: 'string' },
@@ -169,7 +172,8 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
 
   const gen = sizes.length ? generatedPages(sizes) : undefined;
   if (gen) pages = [...gen.pages, ...pages];
-  const settings = { losses, delayMs, rate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+  const oracleRate = values['oracle-rate'] === true;
+  const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
   let log: LoadLog | undefined;
   try {
     if (values.log !== undefined) {
@@ -186,13 +190,13 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     const tty = !values.quiet && (io.stderr as { isTTY?: boolean }).isTTY === true;
     const onProgress = values.quiet ? undefined : progressReporter(io.stderr, tty, t0);
     const results = await runSilentTime({
-      pages, losses, transports, reps, seed, delayMs, rate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
+      pages, losses, transports, reps, seed, delayMs, rate, oracleRate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
       previous: log?.previous, onResult: log ? (r) => log!.append(r) : undefined,
     });
     const wallMs = Date.now() - t0;
     const measured = results.length - (log?.previous.size ?? 0);
-    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}`;
-    await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs);
+    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}`;
+    await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs, oracleRate);
     return results.some((r) => r.ok) ? 0 : 1;
   } finally {
     log?.close();
@@ -206,13 +210,18 @@ interface OutputValues {
   chart?: string;
 }
 
-async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[], meta: { command: string; settings: Record<string, unknown>; startedAt: string | null; wallMs: number | null }, footer: string, rate: number, delayMs: number): Promise<void> {
+async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[], meta: { command: string; settings: Record<string, unknown>; startedAt: string | null; wallMs: number | null }, footer: string, rate: number, delayMs: number, oracleRate: boolean): Promise<void> {
   const rows = summarize(results);
   io.stdout.write(formatTable(rows));
   io.stdout.write(`\n${footer}\n`);
   if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', ...meta, summary: rows, loads: results }));
   if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
-  if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay)`);
+  if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay${oracleRate ? '; oracle rate, ablation' : ''})`);
+}
+
+/** How our UDP senders got their rate, for every table's footer. */
+function pacingLabel(oracleRate: boolean): string {
+  return oracleRate ? 'catp/inorder: ORACLE RATE (ablation: told 0.95 × the link rate)' : 'catp/inorder: rate found by the sender (no oracle)';
 }
 
 /** `--from FILE[,FILE...]`: the report of one or more load logs (e.g. one per page size), without measuring. */
@@ -228,8 +237,9 @@ async function fromLog(files: string, values: OutputValues, io: Io): Promise<num
     }
   });
   const link = (st: unknown) => {
-    const o = (st ?? {}) as { rate?: unknown; delayMs?: unknown; burst?: unknown };
-    return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null };
+    const o = (st ?? {}) as { rate?: unknown; delayMs?: unknown; burst?: unknown; oracleRate?: unknown };
+    // logs written before rate discovery have no oracleRate: their senders were told the rate
+    return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null, oracleRate: o.oracleRate !== false };
   };
   const first = link(logs[0]!.settings);
   for (const l of logs.slice(1)) {
@@ -237,8 +247,8 @@ async function fromLog(files: string, values: OutputValues, io: Io): Promise<num
   }
   const loads = logs.flatMap((l) => l.loads);
   const torn = logs.reduce((n, l) => n + l.tornLines, 0);
-  const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}`;
+  const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}; ${pacingLabel(first.oracleRate)}`;
   const settings = logs.length === 1 ? ((logs[0]!.settings ?? {}) as Record<string, unknown>) : { logs: logs.map((l) => ({ file: l.file, settings: l.settings })) };
-  await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs);
+  await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs, first.oracleRate);
   return loads.some((r) => r.ok) ? 0 : 1;
 }

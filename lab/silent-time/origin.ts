@@ -78,14 +78,15 @@ export async function warmOrigin(link: Link, origin: Origin, urlPath: string, tr
 }
 
 /** Starts the server on the server side, serving root at serverAddress:port; resolves once it listens (TCP). */
-export async function startOrigin(link: Link, kind: ServerKind, root: string, port = 8080, timeoutMs = 15_000): Promise<Origin> {
+/** `pacing`: our server's (`catp serve --pacing`; 'fixed' only for the oracle-rate ablation). */
+export async function startOrigin(link: Link, kind: ServerKind, root: string, port = 8080, timeoutMs = 15_000, pacing: 'discover' | 'fixed' = 'discover'): Promise<Origin> {
   let child: ChildProcess;
   let dir: string | undefined;
   if (kind === 'catp') {
     const { cmd, args } = catpCommand();
     // --cold-encode best: the warm-up load leaves the best-quality frames in the cache, so every measured load
     // gets the same frames (by default a cold page is served from a fast encoding until the best one is ready).
-    child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--cold-encode', 'best', '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--cold-encode', 'best', '--pacing', pacing, '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
   } else {
     if (!NGINX) throw new Error('nginx not found: apt-get install nginx-light');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-nginx-'));

@@ -25,6 +25,11 @@ export interface RunOptions {
   delayMs: number;
   /** IP bytes per second */
   rate: number;
+  /**
+   * Ablation: hand our UDP senders the link's rate (0.95 ×, as Catp-Rate) and have the server pace at it
+   * (`catp serve --pacing fixed`), wave 1's oracle. Off (default): the senders find the rate themselves.
+   */
+  oracleRate?: boolean;
   /** mean loss-burst length in packets (Gilbert-Elliott at the same stationary loss); undefined = Bernoulli */
   burst?: number;
   queueBytes?: number;
@@ -101,13 +106,13 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
   let capture: Capture | undefined;
   try {
     link = await startLink(linkOptionsFor(o, loss, seed));
-    origin = await startOrigin(link, o.server, page.root, port);
+    origin = await startOrigin(link, o.server, page.root, port, undefined, o.oracleRate === true ? 'fixed' : 'discover');
     await warmOrigin(link, origin, page.urlPath, transport.name);
     capture = await startCapture(link, 'client');
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
       viewport: o.viewport ?? { width: 1280, height: 800 },
-      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, rate: o.rate,
+      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, rate: o.oracleRate === true ? o.rate : 0,
     };
     const load = await transport.load(ctx);
     const packets = await capture.stop();

@@ -33,7 +33,10 @@ export interface LoadContext {
   timeoutMs: number;
   /** keep capturing this long after the load event (late paints) */
   settleMs: number;
-  /** the link's rate in bytes/s (0: unlimited); a UDP sender of ours is asked to pace at it */
+  /**
+   * The link's rate in bytes/s handed to our UDP senders (the oracle-rate ablation: they are asked to pace just
+   * under it); 0 (the default): they are told nothing and find the rate themselves, as TCP does.
+   */
   rate: number;
 }
 
@@ -204,8 +207,8 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         const scheme = name === 'tcp' ? 'http' : 'dhttp';
         const url = `${scheme}://${ctx.host}:${ctx.port}${ctx.urlPath}`;
         const navStartNs = now();
-        // Our server paces CATP and in-order frames at the rate asked for: just under the link's rate (which
-        // counts IP and UDP headers too), so it does not overflow the emulator's queue. TCP finds the rate itself.
+        // Oracle-rate ablation only: our server paces CATP and in-order frames at the rate asked for, just under the
+        // link's rate (which counts IP and UDP headers too). By default nothing is asked: the senders find it.
         const rate = name !== 'tcp' && ctx.rate > 0 ? ['--rate', String(Math.max(1000, Math.floor(ctx.rate * 0.95)))] : [];
         // The page area gets the size of chromium's viewport, so every transport shows the same part of the page.
         const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--page-area', `${ctx.viewport.width}x${ctx.viewport.height}`, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });

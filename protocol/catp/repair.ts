@@ -15,7 +15,7 @@
  * on 10 kB/s made both catp and in-order give up while frames were lost again and again; TCP sat 7.9 s silent
  * on the same pattern and finished).
  *
- * Sender: paces datagrams at a rate (bytes/s, or frames/s), first pass in frame order (index first);
+ * Sender: paces datagrams (bytes/s, or frames/s) within a window, first pass in frame order (index first);
  * reported losses are queued for resend — index frames ahead of everything, then missing data frames
  * interleaved 1:1 with frames not yet sent. A frame the report lists as missing counts as lost (RACK,
  * RFC 8985) when a frame sent after it has been delivered (by more than a reorder window of ¼ smoothed
@@ -26,13 +26,11 @@
  * The RTT comes from the report's echo of the last frame received. With block reuse (option `reuse`,
  * reuse-gate.ts) data frames wait for the client's exhaustive report, and frames it holds are never sent.
  *
- * Pacing rule (why: random loss on a wireless link should not stall the page, congestion loss must slow
- * us down, and we cannot tell them apart): once per epoch (max(smoothed RTT, minEpochMs)), if the epoch
- * saw reported losses, rate ← rate × max(½, 1 − lossFraction/2) — a decrease proportional to the loss
- * (like DCTCP's α/2), halving only when everything was lost, as TCP does — never below a floor
- * (`minRateFraction` of the configured rate, default 1/8) so silent time stays bounded as the paper's
- * constant-rate UDP intends; a loss-free epoch adds 1/16 of the configured rate back (additive increase)
- * up to the configured rate.
+ * Rate: by default ('discover') the sender finds the path's rate with rate-control.ts (a delivery-rate
+ * controller after BBR; the receiver's reports every 2 frames or 10 ms clock it), and a configured rate only
+ * bounds it. 'fixed' keeps wave 1's rule for the lab's ablation: pace at the configured rate, and once per epoch
+ * (max(smoothed RTT, minEpochMs)) with reported losses, rate ← rate × max(½, 1 − lossFraction/2), never below
+ * `minRateFraction` of it; a loss-free epoch adds 1/16 back.
  *
  * Bounds: each frame is sent at most `maxSendsPerFrame` times, the whole transfer gives up
  * `giveUpAfterMs` after the first datagram, and an idle sender (nothing to send, no report for
