@@ -97,6 +97,9 @@ export class RateController {
   private bwRounds: number[] = [];
   private roundMax = 0;
   private minRtt = Infinity;
+  /** per-round largest RTT sample, newest last (at most bwWindow): how full the queue gets */
+  private rttRounds: number[] = [];
+  private roundMaxRtt = 0;
   private minRttAt = -Infinity;
   private rounds = 0;
   private roundEndIdx = 0;
@@ -118,6 +121,8 @@ export class RateController {
   private roundStart: AckPoint | null = null;
   private quietLoss = 0;
   private quietLossSeen = false;
+  /** standing-queue rounds in a row with loss above the baseline */
+  private lossyRounds = 0;
   congestionCaps = 0;
   /** rounds a standing queue set the estimate to what the round delivered */
   queueCaps = 0;
@@ -144,6 +149,13 @@ export class RateController {
 
   get minRttMs(): number {
     return Number.isFinite(this.minRtt) ? this.minRtt : this.initialRtt;
+  }
+
+  /** Largest RTT sample of the last bwWindow rounds (the current one included). */
+  private maxRttRecent(): number {
+    let m = this.roundMaxRtt;
+    for (const v of this.rttRounds) if (v > m) m = v;
+    return m > 0 ? m : this.minRttMs;
   }
 
   private gain(): number {
@@ -301,9 +313,15 @@ export class RateController {
     this.acks.push(point);
     const interval = Math.max(point.ackAt - snap.ackAt, point.sentAt - snap.sentAt);
     if (this.roundStart === null) this.roundStart = snap;
-    if (rttMs >= 0) this.roundMinRtt = Math.min(this.roundMinRtt, rttMs);
+    if (rttMs >= 0) {
+      this.roundMinRtt = Math.min(this.roundMinRtt, rttMs);
+      this.roundMaxRtt = Math.max(this.roundMaxRtt, rttMs);
+    }
     if (interval > 0) {
-      const quiet = rttMs >= 0 && rttMs <= this.minRttMs * 1.25 + 2;
+      // Quiet: near the least RTT, and in the lower half of the recent RTT range — a queue someone else keeps
+      // full (a competing TCP flow that was there first) inflates even the least RTT we ever saw, and drops
+      // happen only when it is full, near the top of the range.
+      const quiet = rttMs >= 0 && rttMs <= Math.min(this.minRttMs * 1.25 + 2, (this.minRttMs + this.maxRttRecent()) / 2);
       const drainRate = (point.drained - snap.drained) / interval;
       const deliveryRate = Math.max(0, point.delivered - snap.delivered) / interval;
       let sample = quiet ? Math.max(drainRate, deliveryRate) : deliveryRate;
@@ -333,10 +351,13 @@ export class RateController {
       const sent = point.drained - start.drained;
       const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
       const loss = 1 - delivered / sent;
-      // loss beyond the random baseline by more than chance would give (2 standard deviations) is congestion
+      // loss beyond the random baseline by more than chance would give (3 standard deviations), two rounds in a
+      // row, is congestion
       const frames = Math.max(1, sent / this.frameBytes);
-      const noise = 2 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
-      const congested = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
+      const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
+      const lossy = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
+      const congested = lossy && this.lossyRounds > 0;
+      this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
       const cap = (congested ? delivered : sent) / interval;
       if (cap < this.btlBw) {
         this.bwRounds = [];
@@ -345,9 +366,12 @@ export class RateController {
         else this.queueCaps++;
         this.capUntilRound = this.rounds + 1;
       }
-    }
+    } else this.lossyRounds = 0;
     this.bwRounds.push(this.roundMax);
     if (this.bwRounds.length > this.bwWindow) this.bwRounds.shift();
+    this.rttRounds.push(this.roundMaxRtt);
+    if (this.rttRounds.length > this.bwWindow) this.rttRounds.shift();
+    this.roundMaxRtt = 0;
     this.roundMax = 0;
     this.roundMinRtt = Infinity;
     this.roundStart = point;
