@@ -57,6 +57,8 @@ const STARTUP_GAIN = 2.885; // 2/ln 2: doubles the delivery rate per round, as B
 const CWND_GAIN = 2;
 const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
 const MIN_RTT_WINDOW_MS = 10_000;
+/** Most ack aggregation (ms of the estimate) the window allows for beyond 2 BDP. */
+const MAX_ACK_ALLOWANCE_MS = 40;
 
 interface AckPoint {
   /** when the receiver got the acknowledged send (sender's clock, less the report's echo delay) */
@@ -100,6 +102,9 @@ export class RateController {
   /** per-round largest RTT sample, newest last (at most bwWindow): how full the queue gets */
   private rttRounds: number[] = [];
   private roundMaxRtt = 0;
+  /** per-round longest gap between acks, newest last (at most bwWindow) */
+  private ackGapRounds: number[] = [];
+  private roundMaxAckGap = 0;
   private minRttAt = -Infinity;
   private rounds = 0;
   private roundEndIdx = 0;
@@ -123,6 +128,8 @@ export class RateController {
   private quietLossSeen = false;
   /** standing-queue rounds in a row with loss above the baseline */
   private lossyRounds = 0;
+  /** rounds in a row with a standing queue while we sent at the estimate or more */
+  private standingRounds = 0;
   congestionCaps = 0;
   /** rounds a standing queue set the estimate to what the round delivered */
   queueCaps = 0;
@@ -149,6 +156,13 @@ export class RateController {
 
   get minRttMs(): number {
     return Number.isFinite(this.minRtt) ? this.minRtt : this.initialRtt;
+  }
+
+  /** Longest gap between acks of the last bwWindow rounds (the current one included). */
+  private ackGapRecent(): number {
+    let m = this.roundMaxAckGap;
+    for (const v of this.ackGapRounds) if (v > m) m = v;
+    return m;
   }
 
   /** Largest RTT sample of the last bwWindow rounds (the current one included). */
@@ -180,7 +194,10 @@ export class RateController {
     const bw = this.btlBw;
     if (bw === 0) return this.initialWindow;
     const gain = this.state === 'startup' ? STARTUP_GAIN : CWND_GAIN;
-    return Math.max(this.minWindow, gain * bw * this.minRttMs);
+    // acks come in batches (every 2 frames or 10 ms, one report per 5 ms at most, a busy client's event loop):
+    // the window also covers the longest recent gap between acks, or a path whose RTT is below it (loopback, a
+    // LAN, a client busy painting) never fills — BBR's extra_acked, measured more simply
+    return Math.max(this.minWindow, gain * bw * (this.minRttMs + Math.min(MAX_ACK_ALLOWANCE_MS, this.ackGapRecent())));
   }
 
   /**
@@ -252,6 +269,7 @@ export class RateController {
   onSend(nowMs: number, bytes: number, appLimited: boolean): number {
     const i = this.sendAt.length;
     if (this.lastProgressAt === null) this.lastProgressAt = nowMs;
+    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
     const k = this.stallCount(nowMs);
     if (k > this.stallsSeen) {
       this.stalls += k - this.stallsSeen;
@@ -271,7 +289,6 @@ export class RateController {
       this.cycleIdx = (this.cycleIdx + 1) % PROBE_GAINS.length;
       this.cycleAt = nowMs;
     }
-    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
     return i;
   }
 
@@ -308,6 +325,7 @@ export class RateController {
       this.minRttAt = nowMs;
     }
     const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: receivedFrames * this.frameBytes, sentAt: this.sendAt[sendIdx] };
+    if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
     const snapIdx = this.sendSnap[sendIdx];
     const snap: AckPoint = snapIdx >= 0 ? this.acks[snapIdx] : { ackAt: this.sendAt[0], drained: 0, delivered: 0, sentAt: this.sendAt[0] };
     this.acks.push(point);
@@ -336,18 +354,25 @@ export class RateController {
       if (!appLimited || sample > this.btlBw) this.roundMax = Math.max(this.roundMax, sample);
     }
     if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
+    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
   }
 
   private endRound(nowMs: number, point: AckPoint): void {
     this.rounds++;
     this.roundEndIdx = this.sendAt.length;
     const start = this.roundStart;
-    // Even the least-delayed ack of the round met a queue: the bottleneck was busy all round, so what the round
-    // took is the path's rate now, not a lower bound — a link that slowed down is followed in a round or two
-    // instead of the filter's ten.
+    // Even the least-delayed ack of the round met a queue, two rounds running: the bottleneck was busy all that
+    // time, so what the round took is the path's rate now, not a lower bound — a link that slowed down is followed
+    // in a few rounds instead of the filter's ten. (One such round may be a client that was busy painting for a
+    // while, its socket buffer holding our frames: that is not the path.)
     const standing = Number.isFinite(this.roundMinRtt) && this.roundMinRtt > this.minRttMs * 1.5 + 5;
     const interval = start === null ? 0 : Math.max(point.ackAt - start.ackAt, point.sentAt - start.sentAt);
-    if (start !== null && standing && point.drained > start.drained && interval > 0) {
+    // ... provided we sent at least at the estimate all round: a round we paced below it (drain, the 0.75 phase,
+    // nothing to send) says nothing about the path's rate
+    const sendSpan = start === null ? 0 : point.sentAt - start.sentAt;
+    const pushing = sendSpan > 0 && (point.drained - (start?.drained ?? 0)) / sendSpan >= 0.95 * this.btlBw;
+    this.standingRounds = standing && pushing ? this.standingRounds + 1 : 0;
+    if (start !== null && this.standingRounds >= 2 && point.drained > start.drained && interval > 0) {
       const sent = point.drained - start.drained;
       const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
       const loss = 1 - delivered / sent;
@@ -372,6 +397,9 @@ export class RateController {
     this.rttRounds.push(this.roundMaxRtt);
     if (this.rttRounds.length > this.bwWindow) this.rttRounds.shift();
     this.roundMaxRtt = 0;
+    this.ackGapRounds.push(this.roundMaxAckGap);
+    if (this.ackGapRounds.length > this.bwWindow) this.ackGapRounds.shift();
+    this.roundMaxAckGap = 0;
     this.roundMax = 0;
     this.roundMinRtt = Infinity;
     this.roundStart = point;
