@@ -18,9 +18,10 @@
  *  3. fastpath    10,000,000 B/s, 5 ms one-way, no loss: a 1 MB page by catp and by tcp; mean completion and the
  *                 ratio catp/tcp (target ≤ 1.2).
  *
- * No oracle: the UDP sender is not told the link's rate (no --rate, no Catp-Rate header); it must find it. With
- * --oracle-rate (an ablation) every catp / inorder load asks for 0.95 × the link's rate, as `catp silent-time`
- * does, and every row says "oracle rate (ablation)".
+ * No oracle: the UDP sender is not told the link's rate (no --rate, no Catp-Rate header; the server runs with its
+ * default `--pacing discover`); it must find it. With --oracle-rate (an ablation, as `catp silent-time
+ * --oracle-rate`) the server runs with `--pacing fixed` and every catp / inorder load asks for 0.95 × the link's
+ * rate (Catp-Rate); every row then says "oracle rate (ablation)".
  *
  * Completion points (one link and one server per loss rate; loads interleaved by transport, rotated per
  * repetition) run --parallel at a time (default 2; at 10,000 B/s the measured time is the network's, not the
@@ -64,9 +65,10 @@ The UDP sender is not told the link's rate unless --oracle-rate is given.
 options:
   --loads N          loads per transport and point (completion, fastpath; default 5)
   --only LIST        run only these experiments (comma-separated: completion,fairness,fastpath)
-  --oracle-rate      ablation: catp / inorder loads ask the server to pace at 0.95 x the link's rate
-                     (the old oracle, as catp silent-time does); every row is labelled so
+  --oracle-rate      ablation: the server runs with --pacing fixed and catp / inorder loads ask it to pace
+                     at 0.95 x the link's rate (the old oracle); every row is labelled so
   --parallel N       completion: loss points run at once, each on its own link (default 2; 1 = one by one)
+  --fairness-runs N  fairness: runs per UDP transport (default 1; one run is noisy, see the JSON)
   --seed N           base seed of the link's loss draws (default 1)
   --out FILE         the JSON results (default bench/results/congestion.json)
   -h, --help         show this help
@@ -82,6 +84,7 @@ interface Options {
   only: Experiment[];
   oracleRate: boolean;
   parallel: number;
+  fairnessRuns: number;
   seed: number;
   out: string;
 }
@@ -99,7 +102,7 @@ function parseOptions(argv: string[]): Options | 'help' {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        loads: { type: 'string' }, only: { type: 'string' }, 'oracle-rate': { type: 'boolean' }, parallel: { type: 'string' },
+        loads: { type: 'string' }, only: { type: 'string' }, 'oracle-rate': { type: 'boolean' }, parallel: { type: 'string' }, 'fairness-runs': { type: 'string' },
         seed: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -121,6 +124,7 @@ function parseOptions(argv: string[]): Options | 'help' {
     only,
     oracleRate: values['oracle-rate'] === true,
     parallel: intArg(values.parallel, 'parallel', 1, 4, 2),
+    fairnessRuns: intArg(values['fairness-runs'], 'fairness-runs', 1, 100, 1),
     seed: intArg(values.seed, 'seed', 0, 2 ** 31, 1),
     out: path.resolve(values.out ?? path.join(repoRoot(), 'bench', 'results', 'congestion.json')),
   };
@@ -144,7 +148,14 @@ const loadTimeout = (bytes: number, rate: number) => Math.min(180_000, Math.max(
 
 const now = () => process.hrtime.bigint();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const progress = (msg: string) => process.stderr.write(`[congestion] ${msg}\n`);
+const t0 = Date.now();
+const progress = (msg: string) => process.stderr.write(`[congestion ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
+/** Things that went wrong but did not stop the run: printed at the end and kept in the JSON. */
+const warnings: string[] = [];
+const warn = (msg: string) => {
+  warnings.push(msg);
+  progress(`warning: ${msg}`);
+};
 
 // Everything to undo on the way out (links, servers, temp dirs), also on Ctrl-C.
 const cleanups = new Set<() => Promise<void>>();
@@ -224,12 +235,20 @@ async function load(link: Link, t: TransportName, urlPath: string, timeoutMs: nu
 
 /**
  * Warms the server's caches for a page and transport from inside the server's namespace (local: nothing crosses
- * the link), as lab/silent-time does: CATP frames are encoded, and the HTTP body brotli-compressed, once per page.
+ * the link), as lab/silent-time does: CATP frames are encoded (brotli 11 per frame), and the HTTP body
+ * brotli-compressed, once per page; without this the first measured load would wait for that.
  */
-async function warm(link: Link, t: TransportName, urlPath: string): Promise<void> {
+async function warm(link: Link, t: TransportName, urlPath: string, tag: string): Promise<void> {
+  // In-order frames are the raw bytes cut up (no compression): nothing slow to cache, so no warm-up.
+  if (t === 'inorder') return;
   const { cmd, args } = catpCommand();
-  const r = await link.runIn('server', cmd, [...args, 'get', '--no-store', '-o', '/dev/null', '--timeout', '120000', ...getArgs(t, link.serverAddress, urlPath, null)], 150_000);
-  if (r.code !== 0) throw new Error(`warming ${urlPath} for ${t} failed (${r.code}): ${r.stderr.trim().slice(0, 300)}`);
+  // A failed warm-up is not fatal (the page is cached by the attempt's encode all the same); it is said.
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const r = await link.runIn('server', cmd, [...args, 'get', '--no-store', '-o', '/dev/null', '--timeout', '60000', ...getArgs(t, link.serverAddress, urlPath, null)], 90_000);
+    if (r.code === 0) return;
+    const line = r.stderr.trim().split('\n').at(-1) ?? '';
+    warn(`${tag}: warm-up load ${attempt} of ${urlPath} by ${t} inside the server's namespace (local, no emulated link) failed (${r.code}): ${line.slice(0, 200)}`);
+  }
 }
 
 /** Waits until nothing is queued or in flight on the link (at most maxMs), so the next load starts on an empty queue. */
@@ -244,6 +263,10 @@ async function drain(link: Link, maxMs = 3000): Promise<void> {
   }
 }
 
+/** `catp serve --pacing`: 'discover' (the default: the sender finds the rate) or 'fixed' (the oracle ablation). */
+type Pacing = 'discover' | 'fixed';
+const pacingOf = (o: Options): Pacing => (o.oracleRate ? 'fixed' : 'discover');
+
 interface Bench {
   link: Link;
   catp: Origin;
@@ -251,7 +274,7 @@ interface Bench {
 }
 
 /** A link with the catp server (and optionally nginx) on its server side; closed by the returned close(). */
-async function setUp(lo: LinkOptions, root: string, withNginx = false): Promise<Bench & { close(): Promise<void> }> {
+async function setUp(lo: LinkOptions, root: string, pacing: Pacing, withNginx = false): Promise<Bench & { close(): Promise<void> }> {
   const link = await startLink(lo);
   let catp: Origin | undefined;
   let nginx: Origin | undefined;
@@ -263,7 +286,7 @@ async function setUp(lo: LinkOptions, root: string, withNginx = false): Promise<
   };
   cleanups.add(close);
   try {
-    catp = await startOrigin(link, 'catp', root, CATP_PORT);
+    catp = await startOrigin(link, 'catp', root, CATP_PORT, undefined, pacing);
     if (withNginx) nginx = await startOrigin(link, 'nginx', root, NGINX_PORT);
   } catch (err) {
     await close();
@@ -315,9 +338,9 @@ function attachWindows(events: readonly LogEvent[], starts: bigint[]): WindowSta
 async function completionPoint(o: Options, root: string, loss: number, seed: number): Promise<LoadRow[]> {
   const tag = `completion ${Math.round(loss * 100)}%`;
   const lo: LinkOptions = { rate: COMPLETION.rate, delayMs: COMPLETION.delayMs, seed, ...(loss > 0 ? { loss } : {}) };
-  const b = await setUp(lo, root);
+  const b = await setUp(lo, root, pacingOf(o));
   try {
-    for (const size of COMPLETION.sizes) for (const t of COMPLETION.transports) await warm(b.link, t, pageFile(size));
+    for (const size of COMPLETION.sizes) for (const t of COMPLETION.transports) await warm(b.link, t, pageFile(size), tag);
     await drain(b.link);
     const pending: Array<Omit<LoadRow, 'link'> & { startNs: bigint }> = [];
     for (let rep = 0; rep < o.loads; rep++) {
@@ -400,7 +423,9 @@ const pctStr = (x: number) => `${Math.round(x * 100)}%`;
 
 async function runCompletion(o: Options, root: string, rateLabel: string) {
   progress(`completion: ${COMPLETION.losses.length} loss points × ${COMPLETION.sizes.length} pages × ${COMPLETION.transports.length} transports × ${o.loads} loads, ${o.parallel} point(s) at a time`);
-  const perPoint = await pool(COMPLETION.losses, o.parallel, (loss, i) => completionPoint(o, root, loss, o.seed + i));
+  // the lossiest points take longest: they start first, so the pool's points end close together
+  const points = COMPLETION.losses.map((loss, i) => ({ loss, seed: o.seed + i })).sort((a, b) => b.loss - a.loss);
+  const perPoint = await pool(points, o.parallel, (p) => completionPoint(o, root, p.loss, p.seed));
   const loads = perPoint.flat();
   const summary = summarize(loads);
   const rows: string[][] = [['page', 'loss', 'transport', 'n', 'mean ms', 'median ms', 'min ms', 'max ms', 'vs tcp', 'wire kB', 'queue drops', 'sender rate']];
@@ -424,6 +449,8 @@ async function runCompletion(o: Options, root: string, rateLabel: string) {
 
 interface FairnessRun {
   udpTransport: TransportName;
+  /** 1, 2, ... (--fairness-runs) */
+  run: number;
   tcpClient: string;
   udpCompletionMs: number | null;
   udpError?: string;
@@ -437,12 +464,12 @@ function curlAvailable(): boolean {
   return ['/usr/bin/curl', '/bin/curl', '/usr/local/bin/curl'].some((p) => fs.existsSync(p));
 }
 
-async function fairnessRun(o: Options, root: string, udp: TransportName, seed: number): Promise<FairnessRun> {
+async function fairnessRun(o: Options, root: string, udp: TransportName, run: number, seed: number): Promise<FairnessRun> {
   const tcpClient = curlAvailable() ? 'curl' : 'catp get http://';
-  const b = await setUp({ rate: FAIRNESS.rate, delayMs: FAIRNESS.delayMs, seed }, root, true);
+  const b = await setUp({ rate: FAIRNESS.rate, delayMs: FAIRNESS.delayMs, seed }, root, pacingOf(o), true);
   let bulk: ChildProcess | undefined;
   try {
-    await warm(b.link, udp, pageFile(FAIRNESS.pageBytes));
+    await warm(b.link, udp, pageFile(FAIRNESS.pageBytes), `fairness ${udp}`);
     await drain(b.link);
     const bulkUrl = `http://${b.link.serverAddress}:${NGINX_PORT}/bulk.bin`;
     const { cmd, args } = catpCommand();
@@ -450,10 +477,10 @@ async function fairnessRun(o: Options, root: string, udp: TransportName, seed: n
       ? b.link.spawnIn('client', 'curl', ['-s', '-o', '/dev/null', '--max-time', '600', bulkUrl], { stdio: ['ignore', 'ignore', 'pipe'] })
       : b.link.spawnIn('client', cmd, [...args, 'get', '--no-store', '-o', '/dev/null', '--timeout', '600000', bulkUrl], { stdio: ['ignore', 'ignore', 'pipe'] });
     const bulkDone = waitClose(bulk, 700_000);
-    progress(`fairness ${udp}: bulk TCP download (${tcpClient}) started; ${udp} in ${FAIRNESS.udpStartAfterMs} ms`);
+    progress(`fairness ${udp} run ${run}: bulk TCP download (${tcpClient}) started; ${udp} in ${FAIRNESS.udpStartAfterMs} ms`);
     await sleep(FAIRNESS.udpStartAfterMs);
     const r = await load(b.link, udp, pageFile(FAIRNESS.pageBytes), loadTimeout(FAIRNESS.pageBytes, FAIRNESS.rate / 2), o.oracleRate ? oracle(FAIRNESS.rate) : null);
-    progress(`fairness ${udp}: ${udp} ${r.ok ? `done in ${r.outcome!.completionMs.toFixed(0)} ms` : `FAILED: ${r.error}`}`);
+    progress(`fairness ${udp} run ${run}: ${udp} ${r.ok ? `done in ${r.outcome!.completionMs.toFixed(0)} ms` : `FAILED: ${r.error}`}`);
     await sleep(500);
     const bulkExited = bulk.exitCode !== null || bulk.signalCode !== null;
     bulk.kill('SIGTERM');
@@ -464,7 +491,7 @@ async function fairnessRun(o: Options, root: string, udp: TransportName, seed: n
     const analysis = analyseFairness(log.events, { tcpPort: NGINX_PORT, udpPort: CATP_PORT, rate: FAIRNESS.rate, delayNs: BigInt(FAIRNESS.delayMs * 1e6) });
     const s2cQueueDrops = log.events.filter((e) => e.dir === 's2c' && e.ev === 'drop' && e.reason === 'queue').length;
     return {
-      udpTransport: udp, tcpClient, udpCompletionMs: r.ok ? r.outcome!.completionMs : null, ...(r.error ? { udpError: r.error } : {}),
+      udpTransport: udp, run, tcpClient, udpCompletionMs: r.ok ? r.outcome!.completionMs : null, ...(r.error ? { udpError: r.error } : {}),
       analysis, s2cQueueDrops,
       ...(bulkExited ? { error: `the bulk TCP download ended before the ${udp} load did: the overlap is cut short` } : {}),
     };
@@ -486,16 +513,19 @@ async function runFairness(o: Options, root: string, rateLabel: string) {
   }
   fs.writeFileSync(path.join(root, 'bulk.bin'), crypto.randomBytes(FAIRNESS.bulkBytes));
   const runs: FairnessRun[] = [];
-  for (const [i, t] of FAIRNESS.transports.entries()) runs.push(await fairnessRun(o, root, t, o.seed + 100 + i));
+  for (let k = 1; k <= o.fairnessRuns; k++) {
+    for (const [i, t] of FAIRNESS.transports.entries()) runs.push(await fairnessRun(o, root, t, k, o.seed + 100 + 10 * k + i));
+  }
+  const name = (r: FairnessRun) => (o.fairnessRuns > 1 ? `${r.udpTransport} #${r.run}` : r.udpTransport);
   const rows: string[][] = [['udp flow', 'overlap s', 'tcp kB/s', 'udp kB/s', 'udp/tcp', 'tcp share', 'udp share', 'fair', 'queue ms med/p95', 'tcp alone kB/s', 'tcp alone queue ms', 'udp tail drops', 'tcp tail drops', 'udp done s', 'sender rate']];
   for (const r of runs) {
     const a = r.analysis;
     if (!a || !a.overlap) {
-      rows.push([r.udpTransport, '–', '–', '–', '–', '–', '–', 'no overlap', '–', '–', '–', '–', '–', r.udpCompletionMs === null ? 'failed' : f1(r.udpCompletionMs / 1000), rateLabel]);
+      rows.push([name(r), '–', '–', '–', '–', '–', '–', 'no overlap', '–', '–', '–', '–', '–', r.udpCompletionMs === null ? 'failed' : f1(r.udpCompletionMs / 1000), rateLabel]);
       continue;
     }
     const fair = [a.tcp.shareOfEven, a.udp.shareOfEven].every((s) => s >= 0.5 && s <= 2);
-    rows.push([r.udpTransport, f1(a.overlap.ms / 1000), kBps(a.tcp.overlapBytesPerSec), kBps(a.udp.overlapBytesPerSec), ratioStr(a.udpOverTcp),
+    rows.push([name(r), f1(a.overlap.ms / 1000), kBps(a.tcp.overlapBytesPerSec), kBps(a.udp.overlapBytesPerSec), ratioStr(a.udpOverTcp),
       f2(a.tcp.shareOfEven), f2(a.udp.shareOfEven), fair ? 'yes' : 'NO', qd(a.queueDelay), kBps(a.tcpAloneBytesPerSec), qd(a.queueDelayTcpAlone),
       String(a.udp.overlapQueueDrops), String(a.tcp.overlapQueueDrops), r.udpCompletionMs === null ? 'failed' : f1(r.udpCompletionMs / 1000), rateLabel]);
   }
@@ -506,8 +536,8 @@ async function runFairness(o: Options, root: string, rateLabel: string) {
     'tcp alone = the bulk flow before the UDP flow started (its throughput and queue delay: the reference).\n');
   console.log(table(rows, 1));
   for (const r of runs) {
-    if (r.error) console.log(`  note (${r.udpTransport}): ${r.error}`);
-    if (r.udpError) console.log(`  note (${r.udpTransport}): the UDP load failed: ${r.udpError}`);
+    if (r.error) console.log(`  note (${name(r)}): ${r.error}`);
+    if (r.udpError) console.log(`  note (${name(r)}): the UDP load failed: ${r.udpError}`);
   }
   const json = (r: FairnessRun) => {
     const a = r.analysis;
@@ -523,19 +553,19 @@ async function runFairness(o: Options, root: string, rateLabel: string) {
       },
     };
   };
-  return { settings: { ...FAIRNESS, queueBytes: 20_000, loss: 0 }, runs: runs.map(json) };
+  return { settings: { ...FAIRNESS, queueBytes: 20_000, loss: 0, runs: o.fairnessRuns }, runs: runs.map(json) };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // 3. Fast path
 
 async function runFastpath(o: Options, root: string, rateLabel: string) {
-  const b = await setUp({ rate: FASTPATH.rate, delayMs: FASTPATH.delayMs, seed: o.seed + 200 }, root);
+  const b = await setUp({ rate: FASTPATH.rate, delayMs: FASTPATH.delayMs, seed: o.seed + 200 }, root, pacingOf(o));
   const urlPath = pageFile(FASTPATH.pageBytes);
   const pending: Array<Omit<LoadRow, 'link'> & { startNs: bigint }> = [];
   let loads: LoadRow[];
   try {
-    for (const t of FASTPATH.transports) await warm(b.link, t, urlPath);
+    for (const t of FASTPATH.transports) await warm(b.link, t, urlPath, 'fastpath');
     await drain(b.link);
     for (let rep = 0; rep < o.loads; rep++) {
       const order = rep % 2 === 0 ? FASTPATH.transports : [...FASTPATH.transports].reverse();
@@ -614,6 +644,7 @@ export async function main(argv: string[]): Promise<number> {
   const opts = o;
   const rateLabel = opts.oracleRate ? 'oracle rate (ablation)' : 'no oracle';
   const started = Date.now();
+  const commit = gitDescribe(); // at the start: what dist/ was built from is closer to HEAD now than at the end
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-congestion-'));
   const removeRoot = async () => {
     cleanups.delete(removeRoot);
@@ -627,28 +658,45 @@ export async function main(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const results: Record<string, unknown> = {};
+  const failed: Experiment[] = [];
   try {
     for (const bytes of new Set([...COMPLETION.sizes, FAIRNESS.pageBytes, FASTPATH.pageBytes])) fs.writeFileSync(path.join(root, pageFile(bytes)), generatePage(bytes));
     console.log(`bench:congestion: ${opts.only.join(', ')}; ${opts.loads} loads a point; UDP sender rate: ` +
-      (opts.oracleRate ? 'oracle rate (ablation): catp / inorder ask for 0.95 × the link rate' : 'not told (no --rate, no Catp-Rate): the sender finds it'));
-    if (opts.only.includes('completion')) results.completion = await runCompletion(opts, root, rateLabel);
-    if (opts.only.includes('fairness')) results.fairness = await runFairness(opts, root, rateLabel);
-    if (opts.only.includes('fastpath')) results.fastpath = await runFastpath(opts, root, rateLabel);
+      (opts.oracleRate ? 'oracle rate (ablation): catp serve --pacing fixed, catp / inorder ask for 0.95 × the link rate'
+        : 'not told (no --rate, no Catp-Rate; catp serve --pacing discover): the sender finds it'));
+    const run: Record<Experiment, () => Promise<unknown>> = {
+      completion: () => runCompletion(opts, root, rateLabel),
+      fairness: () => runFairness(opts, root, rateLabel),
+      fastpath: () => runFastpath(opts, root, rateLabel),
+    };
+    // One experiment's failure (a server that would not start, ...) does not stop the others.
+    for (const e of opts.only) {
+      try {
+        results[e] = await run[e]();
+      } catch (err) {
+        const msg = (err as Error).message.split('\n')[0] ?? String(err);
+        console.log(`\n${e}: FAILED: ${msg}`);
+        progress(`${e} failed: ${msg}`);
+        results[e] = { error: msg };
+        failed.push(e);
+      }
+    }
   } finally {
     await cleanupAll();
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
   }
   const wallS = (Date.now() - started) / 1000;
+  if (warnings.length) console.log(`\nwarnings:\n${warnings.map((w) => `  ${w}`).join('\n')}`);
   console.log(`\nwall time ${wallS.toFixed(0)} s`);
   fs.mkdirSync(path.dirname(opts.out), { recursive: true });
   fs.writeFileSync(opts.out, `${JSON.stringify({
-    date: new Date().toISOString(), commit: gitDescribe(), argv, experiments: opts.only, loads: opts.loads,
-    senderRate: rateLabel, oracleRateFactor: opts.oracleRate ? 0.95 : null, wallSeconds: wallS,
-    machine: { cpus: os.cpus().length, loadavg: os.loadavg() }, ...results,
+    date: new Date().toISOString(), commit, argv, experiments: opts.only, loads: opts.loads,
+    senderRate: rateLabel, serverPacing: pacingOf(opts), oracleRateFactor: opts.oracleRate ? 0.95 : null, wallSeconds: wallS,
+    machine: { cpus: os.cpus().length, loadavg: os.loadavg() }, warnings, failedExperiments: failed, ...results,
   }, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), opts.out)}`);
-  return 0;
+  return failed.length ? 1 : 0;
 }
 
 if (require.main === module) {
