@@ -57,6 +57,7 @@ const STARTUP_GAIN = 2.885; // 2/ln 2: doubles the delivery rate per round, as B
 const CWND_GAIN = 2;
 const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
 const MIN_RTT_WINDOW_MS = 10_000;
+const MIN_STALL_RTO_MS = 200;
 /** Most ack aggregation (ms of the estimate) the window allows for beyond 2 BDP. */
 const MAX_ACK_ALLOWANCE_MS = 40;
 
@@ -245,7 +246,8 @@ export class RateController {
   private stallCount(nowMs: number): number {
     if (this.lastProgressAt === null || this.sendAt.length === 0 || this.latestAcked >= this.sendAt.length - 1) return 0;
     const base = Math.max(this.lastProgressAt, this.sendAt[Math.max(0, this.latestAcked + 1)]);
-    const rto = Math.max(this.stallRto, 1);
+    // at least 200 ms (Linux's minimum RTO): on a path of a millisecond, a client busy painting for a few is no stall
+    const rto = Math.max(this.stallRto, MIN_STALL_RTO_MS);
     let k = 0;
     let t = base + rto;
     while (nowMs >= t && k < 6) {

@@ -398,6 +398,9 @@ export class RepairSender {
   private rttvar = 0;
   /** Send time of the latest-sent frame known delivered (only frames sent once: a resent frame's echo is ambiguous). */
   private deliveredSentAt = -Infinity;
+  /** 'discover': when a report last acknowledged a newer send (frames are still arriving), and that send's time */
+  private progressAt = -Infinity;
+  private progressSentAt = -Infinity;
   private readonly initialRtt: number;
   private readonly minEpochMs: number;
   private readonly maxSends: number;
@@ -618,7 +621,11 @@ export class RepairSender {
   private queue(seq: number, nowMs: number, rto: number, lostBefore: number): boolean {
     if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
     const sentAt = this.lastSentAt[seq];
-    if (nowMs - sentAt < rto && !(sentAt < lostBefore)) return false;
+    // 'discover': while earlier frames keep arriving, a frame sent after them waits in the queue behind them, not
+    // lost (a window's worth can sit in a slow link's queue longer than the RTO): its timeout counts from the last
+    // progress. A frame sent before the latest one that arrived (resends included) has no such excuse.
+    const timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
+    if (!timedOut && !(sentAt < lostBefore)) return false;
     this.queued[seq] = 1;
     if (this.isIndex[seq] === 1) this.idxQ.push(seq);
     else this.dataQ.push(seq);
@@ -661,6 +668,10 @@ export class RepairSender {
           this.rttvar = (3 * this.rttvar + Math.abs(this.srtt - sample)) / 4;
           this.srtt = (7 * this.srtt + sample) / 8;
         }
+      }
+      if (this.lastSentAt[r.echoSeq] > this.progressSentAt) {
+        this.progressAt = nowMs;
+        this.progressSentAt = this.lastSentAt[r.echoSeq];
       }
       if (this.sendCount[r.echoSeq] === 1) this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[r.echoSeq]);
     }
