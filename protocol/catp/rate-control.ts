@@ -58,6 +58,7 @@ const CWND_GAIN = 2;
 const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
 const MIN_RTT_WINDOW_MS = 10_000;
 const MIN_STALL_RTO_MS = 200;
+const CONGESTION_BETA = 0.85;
 /** Most ack aggregation (ms of the estimate) the window allows for beyond 2 BDP. */
 const MAX_ACK_ALLOWANCE_MS = 40;
 
@@ -374,18 +375,20 @@ export class RateController {
     const sendSpan = start === null ? 0 : point.sentAt - start.sentAt;
     const pushing = sendSpan > 0 && (point.drained - (start?.drained ?? 0)) / sendSpan >= 0.95 * this.btlBw;
     this.standingRounds = standing && pushing ? this.standingRounds + 1 : 0;
-    if (start !== null && this.standingRounds >= 2 && point.drained > start.drained && interval > 0) {
+    if (start !== null && pushing && point.drained > start.drained && interval > 0) {
       const sent = point.drained - start.drained;
       const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
       const loss = 1 - delivered / sent;
-      // loss beyond the random baseline by more than chance would give (3 standard deviations), two rounds in a
-      // row, is congestion
+      // Loss beyond the random baseline (the loss seen with no queue) by more than chance would give (3 standard
+      // deviations), two rounds in a row while we sent at the estimate, is congestion — a queue overflowing, ours
+      // or a competing flow's: the estimate drops below what the round delivered (BBRv2's β for its inflight
+      // bound is 0.7; we take 0.85 of the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
       const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
       const lossy = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
-      const cap = (congested ? delivered : sent) / interval;
+      const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 ? sent / interval : Infinity;
       if (cap < this.btlBw) {
         this.bwRounds = [];
         this.roundMax = cap;
