@@ -110,6 +110,8 @@ export class RateController {
   private minRttAt = -Infinity;
   private rounds = 0;
   private roundEndIdx = 0;
+  /** first send of the round that just ended */
+  private roundStartIdx = 0;
   private fullBw = 0;
   private fullBwRounds = 0;
   private cycleIdx = 2;
@@ -231,6 +233,22 @@ export class RateController {
     return j < n ? this.sendAt[j] + wait + 1e-3 : null;
   }
 
+  /**
+   * When the ack of send `sendIdx` is due by the delivery clock: the latest ack's time plus the bytes sent between
+   * that send and this one at the estimated rate — a FIFO path delivers them in order at its rate. Null before an
+   * estimate, or for a send not after the latest acknowledged one.
+   */
+  ackDueAt(sendIdx: number): number | null {
+    const bw = this.btlBw;
+    if (bw <= 0 || this.latestAcked < 0 || sendIdx <= this.latestAcked || sendIdx >= this.sendAt.length || this.acks.length === 0) return null;
+    return this.acks[this.acks.length - 1].ackAt + (this.sendCum[sendIdx] - this.sendCum[this.latestAcked]) / bw;
+  }
+
+  /** Typical frame size, bytes (the unit of the receiver's counts). */
+  get frameSize(): number {
+    return this.frameBytes;
+  }
+
   /** Index of the first send after time t (sends are in time order). */
   private firstSendAfter(t: number): number {
     let lo = 0;
@@ -346,7 +364,8 @@ export class RateController {
       const drainRate = (point.drained - snap.drained) / interval;
       const deliveryRate = Math.max(0, point.delivered - snap.delivered) / interval;
       let sample = quiet ? Math.max(drainRate, deliveryRate) : deliveryRate;
-      if (quiet && point.drained > snap.drained) {
+      // (not in startup: its overshoot fills a queue fast enough that drops come while the RTT still looks low)
+      if (quiet && this.state === 'probe_bw' && point.drained > snap.drained) {
         // random loss seen with no queue: the baseline the congestion rule looks past
         const loss = Math.max(0, 1 - (point.delivered - snap.delivered) / (point.drained - snap.drained));
         this.quietLoss = this.quietLossSeen ? 0.875 * this.quietLoss + 0.125 * loss : loss;
@@ -362,6 +381,7 @@ export class RateController {
 
   private endRound(nowMs: number, point: AckPoint): void {
     this.rounds++;
+    this.roundStartIdx = this.roundEndIdx;
     this.roundEndIdx = this.sendAt.length;
     const start = this.roundStart;
     // Even the least-delayed ack of the round met a queue, two rounds running: the bottleneck was busy all that
@@ -375,12 +395,15 @@ export class RateController {
     const sendSpan = start === null ? 0 : point.sentAt - start.sentAt;
     const pushing = sendSpan > 0 && (point.drained - (start?.drained ?? 0)) / sendSpan >= 0.95 * this.btlBw;
     this.standingRounds = standing && pushing ? this.standingRounds + 1 : 0;
-    if (start !== null && pushing && point.drained > start.drained && interval > 0) {
+    // congestion is judged on any round we had data for (a window-limited round counts: a full queue ahead makes
+    // us window-limited); a round we had nothing to send says nothing
+    const hadData = this.appLimitedUntil < this.roundStartIdx;
+    if (start !== null && hadData && point.drained > start.drained && interval > 0) {
       const sent = point.drained - start.drained;
       const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
       const loss = 1 - delivered / sent;
       // Loss beyond the random baseline (the loss seen with no queue) by more than chance would give (3 standard
-      // deviations), two rounds in a row while we sent at the estimate, is congestion — a queue overflowing, ours
+      // deviations), two rounds in a row, is congestion — a queue overflowing, ours
       // or a competing flow's: the estimate drops below what the round delivered (BBRv2's β for its inflight
       // bound is 0.7; we take 0.85 of the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
@@ -388,7 +411,7 @@ export class RateController {
       const lossy = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
-      const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 ? sent / interval : Infinity;
+      const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 && pushing ? sent / interval : Infinity;
       if (cap < this.btlBw) {
         this.bwRounds = [];
         this.roundMax = cap;

