@@ -14,22 +14,25 @@
  * and when its ack came), two rates are sampled over max(ack interval, send interval), as BBR does:
  *  - the *drain* rate: bytes of all sends up to B, delivered or lost;
  *  - the *delivery* rate: bytes the receiver reports it received (its count of frames × the mean frame size).
- * When the RTT of B is near the minimum (no standing queue), losses cannot have come from our own queue
- * overflowing: they are random, and the drain rate is what the path takes from us. Pacing at it keeps the
- * bottleneck full through random loss (before the bottleneck a lost packet costs no bandwidth, after it the
- * sender could not have known). With a queue standing, losses may be tail drops and only the delivery rate
- * counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
+ * When B's RTT is *quiet* — near the minimum and in the lower half of the recent RTT range — no queue stood, so
+ * a loss cannot have been a queue overflowing: it is random, and the drain rate is what the path takes from us.
+ * Pacing at it keeps the bottleneck full through random loss (before the bottleneck a lost packet costs no
+ * bandwidth, after it the sender could not have known). Otherwise losses may be tail drops and only the delivery
+ * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
  *
  * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
- * min-RTT each. In flight ≤ 2 × BDP (at least `minWindowFrames`); before the first sample, `initialWindowFrames`
- * (like TCP's initial window, RFC 6928), paced over the assumed initial RTT.
+ * min-RTT each. In flight ≤ 2 × estimate × (min RTT + the longest recent ack gap, ≤ 40 ms), at least
+ * `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's initial window, RFC 6928), paced
+ * over the assumed initial RTT.
  *
- * Congestion. A round trip whose every RTT sample stood well above the minimum (a queue that did not drain)
- * and which lost more than `congestionLoss` of what it sent beyond the random loss seen while the queue was
- * empty, caps the estimate at the round's delivery rate: a competing flow is filling the queue, or we are.
- * A stall (nothing acknowledged for a retransmission timeout while data is in flight) shrinks the window to
- * `minWindowFrames` and halves the estimate, backing off exponentially like TCP's RTO (RFC 6298 §5.5).
+ * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
+ * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), two rounds running, sets the estimate
+ * to 0.85 × the round's delivery rate — a competing flow is filling the queue, or we are. A standing queue (two
+ * rounds whose least RTT stood well above the minimum while we sent at the estimate) sets it to what the round
+ * drained: the bottleneck's rate now. A stall (nothing acknowledged for a retransmission timeout, at least
+ * 200 ms, while data is in flight) shrinks the window to `minWindowFrames` and halves the rate, backing off
+ * exponentially like TCP's RTO (RFC 6298 §5.5). protocol/README.md says why each rule is there.
  */
 
 export interface RateControlOptions {
