@@ -84,6 +84,28 @@ describe('load log', () => {
     await expect(silentTime(['--from', path.join(dir, 'nope.jsonl')], { stdout: new PassThrough(), stderr: new PassThrough() })).rejects.toThrow(/cannot read/);
   });
 
+  test('--from says how the UDP senders got their rate: told (the oracle ablation, or a log from before rate discovery) or found', async () => {
+    const found = path.join(dir, 'found.jsonl');
+    const told = path.join(dir, 'told.jsonl');
+    const old = path.join(dir, 'old.jsonl');
+    for (const [file, settings] of [[found, { rate: 50000, oracleRate: false }], [told, { rate: 50000, oracleRate: true }], [old, { rate: 50000 }]] as const) {
+      const l = openLoadLog(file, settings);
+      l.append(result({ page: 'p', silentMs: 100 }));
+      l.close();
+    }
+    const run = async (file: string, chart?: string): Promise<string> => {
+      let stdout = '';
+      const o = new PassThrough().on('data', (d: Buffer) => (stdout += d.toString()));
+      expect(await silentTime(['--from', file, ...(chart ? ['--chart', chart] : [])], { stdout: o, stderr: new PassThrough() })).toBe(0);
+      return stdout;
+    };
+    expect(await run(found)).toContain('rate found by the sender (no oracle)');
+    expect(await run(told)).toContain('ORACLE RATE (ablation');
+    const chart = path.join(dir, 'old.svg');
+    expect(await run(old, chart)).toContain('ORACLE RATE (ablation');
+    expect(fs.readFileSync(chart, 'utf8')).toContain('oracle rate, ablation');
+  });
+
   test('the runner takes logged loads as they are and measures only the rest', async () => {
     // A transport that is unavailable fails fast without a link: enough to see which loads were attempted.
     const attempted: string[] = [];
