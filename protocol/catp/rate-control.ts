@@ -406,9 +406,9 @@ export class RateController {
       const delivered = Math.min(sent, Math.max(0, point.delivered - start.delivered));
       const loss = 1 - delivered / sent;
       // Loss beyond the random baseline (the loss seen with no queue) by more than chance would give (3 standard
-      // deviations), two rounds in a row, is congestion — a queue overflowing, ours
-      // or a competing flow's: the estimate drops below what the round delivered (BBRv2's β for its inflight
-      // bound is 0.7; we take 0.85 of the delivery rate), so a TCP flow sharing the queue gets room back.
+      // deviations), two rounds in a row, is congestion — a queue overflowing, ours or a competing flow's: the
+      // estimate drops below what the round delivered (BBRv2's β for its inflight bound is 0.7; we take 0.85 of
+      // the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
       const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
       const lossy = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
