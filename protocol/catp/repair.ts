@@ -225,7 +225,7 @@ export class RepairReceiver {
   nextTimerAt(): number | null {
     if (this.error !== null || this.startedAt === null) return null;
     if (this.complete) {
-      if (this.completeDue) return Math.max(this.lastReportAt + this.minReportGapMs, this.echoAt);
+      if (this.completeDue) return this.completeSent === 0 ? this.echoAt : Math.max(this.lastReportAt + this.minReportGapMs, this.echoAt);
       return this.completeSent < this.maxCompleteReports ? this.completeRepeatAt() : null;
     }
     let t = this.timerDue();
@@ -244,7 +244,10 @@ export class RepairReceiver {
   nextReport(nowMs: number): Uint8Array | null {
     if (this.error !== null || this.startedAt === null) return null;
     if (this.complete) {
-      const prompted = this.completeDue && nowMs >= this.lastReportAt + this.minReportGapMs;
+      // the first "complete" goes at once, never coalesced behind an acknowledgement just sent: a client that
+      // finished from its own store may close right after it, and without it the sender holds its data frames
+      // until the hold runs out, then sends them
+      const prompted = this.completeDue && (this.completeSent === 0 || nowMs >= this.lastReportAt + this.minReportGapMs);
       const repeat = this.completeSent > 0 && this.completeSent < this.maxCompleteReports && nowMs >= this.completeRepeatAt();
       if (!prompted && !repeat) return null;
       this.completeDue = false;

@@ -120,6 +120,22 @@ describe('repair over a lossy pipe', () => {
     ]);
   });
 
+  test('the first "complete" report goes at once, even right after an acknowledgement (a client may close after it)', () => {
+    const client = new CatpAssembler({ sha256, repair: { minReportGapMs: 5, ackEveryFrames: 1 } });
+    client.start(0);
+    for (const [i, f] of page.frames.slice(0, -1).entries()) {
+      client.receive(f, 10 + i * 0.01);
+      client.nextReport(10 + i * 0.01);
+    }
+    const at = 10 + page.frames.length * 0.01;
+    expect(client.nextReport(at)).toBeNull(); // an acknowledgement went out under 5 ms ago: the next one waits
+    client.receive(page.frames[page.frames.length - 1], at);
+    expect(client.nextTimerAt()).toBeLessThanOrEqual(at);
+    const r = client.nextReport(at);
+    expect(r).not.toBeNull();
+    expect(decodeReport(r as Uint8Array).complete).toBe(true);
+  });
+
   test('bounded: a sender whose client is gone gives up; a client whose sender is gone stalls', () => {
     const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, rateFramesPerSec: 5000, idleTimeoutMs: 2000, giveUpAfterMs: 5000 });
     const client = new CatpAssembler({ sha256, requestId: ID, repair: { reportIntervalMs: 50, maxSilentReports: 10 } });
