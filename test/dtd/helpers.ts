@@ -10,7 +10,8 @@ import type { DtdPolicyOptions } from '../../protocol/dtd';
 
 export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  // a store's background write may still be landing in it: retry (ENOTEMPTY) rather than fail the test
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }) };
 }
 
 let mtimeCounter = 1_600_000_000;
