@@ -123,7 +123,6 @@ export class RateController {
   private sendAt: number[] = [];
   private sendCum: number[] = [];
   private sendSnap: number[] = [];
-  private sendAppLimited: Uint8Array = new Uint8Array(64);
   private appLimitedUntil = -1;
   private acks: AckPoint[] = [];
   private latestAcked = -1;
@@ -214,7 +213,7 @@ export class RateController {
   inflight(nowMs: number, rtoMs: number): number {
     const n = this.sendAt.length;
     if (n === 0) return 0;
-    const after = Math.max(this.latestAcked + 1, this.firstSendAfter(nowMs - rtoMs * 2 ** this.stallCount(nowMs)));
+    const after = this.firstInFlight(nowMs, rtoMs * 2 ** this.stallCount(nowMs));
     if (after >= n) return 0;
     return this.sendCum[n - 1] - (after > 0 ? this.sendCum[after - 1] : 0);
   }
@@ -231,7 +230,7 @@ export class RateController {
     const wait = rtoMs * 2 ** this.stallCount(nowMs);
     const cwnd = this.cwnd(nowMs);
     // the first send j whose successors alone fit the window: it opens once sends up to j have aged out
-    let j = Math.max(this.latestAcked + 1, this.firstSendAfter(nowMs - wait));
+    let j = this.firstInFlight(nowMs, wait);
     while (j < n && this.sendCum[n - 1] - this.sendCum[j] >= cwnd) j++;
     return j < n ? this.sendAt[j] + wait + 1e-3 : null;
   }
@@ -250,6 +249,11 @@ export class RateController {
   /** Typical frame size, bytes (the unit of the receiver's counts). */
   get frameSize(): number {
     return this.frameBytes;
+  }
+
+  /** The oldest send still in flight: after the latest acknowledged one, and sent within `waitMs`. */
+  private firstInFlight(nowMs: number, waitMs: number): number {
+    return Math.max(this.latestAcked + 1, this.firstSendAfter(nowMs - waitMs));
   }
 
   /** Index of the first send after time t (sends are in time order). */
@@ -302,13 +306,7 @@ export class RateController {
     this.sendAt.push(nowMs);
     this.sendCum.push((i > 0 ? this.sendCum[i - 1] : 0) + bytes);
     this.sendSnap.push(this.acks.length - 1);
-    if (i >= this.sendAppLimited.length) {
-      const grown = new Uint8Array(this.sendAppLimited.length * 2);
-      grown.set(this.sendAppLimited);
-      this.sendAppLimited = grown;
-    }
     if (appLimited) this.appLimitedUntil = i;
-    this.sendAppLimited[i] = appLimited ? 1 : 0;
     if (this.state === 'probe_bw' && nowMs - this.cycleAt >= this.minRttMs) {
       this.cycleIdx = (this.cycleIdx + 1) % PROBE_GAINS.length;
       this.cycleAt = nowMs;
@@ -375,7 +373,8 @@ export class RateController {
         this.quietLossSeen = true;
       }
       if (this.rounds <= this.capUntilRound) sample = Math.min(sample, this.btlBw);
-      const appLimited = this.sendAppLimited[sendIdx] === 1 || sendIdx <= this.appLimitedUntil;
+      // a send at or before the latest app-limited one may understate the path (as BBR marks its samples)
+      const appLimited = sendIdx <= this.appLimitedUntil;
       if (!appLimited || sample > this.btlBw) this.roundMax = Math.max(this.roundMax, sample);
     }
     if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
