@@ -2,6 +2,7 @@
 import { UsageError, processIo, type Io } from './args';
 import { link } from './commands/link';
 import { browse } from './commands/browse';
+import { demo, demoPane } from './commands/demo';
 import { get } from './commands/get';
 import { serve } from './commands/serve';
 import { silentTime } from './commands/silent-time';
@@ -14,6 +15,12 @@ const commands: Record<string, { run: Command; summary: string }> = {
   browse: { run: browse, summary: 'open the browser (a window, or --headless) on a URL or the bundled demo site' },
   link: { run: link, summary: 'run a command over an emulated link (delay, rate, loss) to a second network namespace' },
   'silent-time': { run: silentTime, summary: 'measure silent time of page loads per transport and loss through the emulated link' },
+  demo: { run: demo, summary: 'the same page over CATP, in-order UDP and TCP side by side, through the same lossy link' },
+};
+
+/** Commands the project starts itself, not listed in the usage. */
+const internal: Record<string, Command> = {
+  '__demo-pane': (argv) => demoPane(argv),
 };
 
 function usage(): string {
@@ -35,7 +42,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     (name === undefined ? io.stderr : io.stdout).write(usage());
     return name === undefined ? 2 : 0;
   }
-  const command = commands[name];
+  const command = commands[name] ?? (internal[name] ? { run: internal[name]!, summary: '' } : undefined);
   if (!command) {
     io.stderr.write(`catp: unknown command '${name}'\n\n${usage()}`);
     return 2;

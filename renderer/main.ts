@@ -71,6 +71,21 @@ interface LoadState {
   savings: LoadSavings | null;
 }
 
+// Pane mode (`catp demo`, #pane=<transport> beside the secret): one of three panes in the demo window. No
+// toolbar (the demo's controls drive every pane) and no store figures (a demo load runs without a store); the
+// page area's box goes to the demo page, which cuts the filmstrip's thumbnails from it.
+const paneMode = new URLSearchParams(location.hash.slice(1)).get('pane') ?? sessionStorage.getItem('catp-pane');
+if (paneMode !== null) {
+  sessionStorage.setItem('catp-pane', paneMode);
+  document.body.classList.add('pane');
+  const reportArea = () => {
+    const r = document.querySelector('main')?.getBoundingClientRect();
+    if (r && window.parent !== window) window.parent.postMessage({ type: 'catp-pane-area', rect: { x: r.left, y: r.top, width: r.width, height: r.height } }, '*');
+  };
+  window.addEventListener('resize', reportArea);
+  requestAnimationFrame(reportArea);
+}
+
 const { api, kind } = connectApi();
 let shell: string = kind;
 let cur: LoadState | null = null;

@@ -27,6 +27,8 @@ export interface BrowserSessionOptions extends BrowserServiceOptions {
   storeDir?: string | null;
   /** The store's byte budget (default PayloadStore's, 256 MiB). */
   storeBudgetBytes?: number;
+  /** The shell server listens on a Unix socket behind a proxy (ShellServerOptions.unixSocket). */
+  unixSocket?: { path: string; publicPort: number; publicHost?: string };
 }
 
 export async function startBrowserSession(options: BrowserSessionOptions = {}): Promise<BrowserSession> {
@@ -41,7 +43,7 @@ export async function startBrowserSession(options: BrowserSessionOptions = {}): 
     })
     : null;
   const service = new BrowserService(opened ? { ...options, store: opened } : options);
-  const shell = await startShellServer(service, { rendererDir });
+  const shell = await startShellServer(service, { rendererDir, ...(options.unixSocket ? { unixSocket: options.unixSocket } : {}) });
   service.setViewUrl(shell.viewUrl);
   return {
     service,

@@ -35,8 +35,8 @@ export const VIEW_CSP = [
   "media-src 'self' data:",
 ].join('; ');
 
-const APP_CSP = (port: number) =>
-  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://127.0.0.1:${port}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'`;
+const APP_CSP = (hostPort: string) =>
+  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'`;
 
 const EMPTY_VIEW = '<!DOCTYPE html><html><head></head><body></body></html>';
 
@@ -45,6 +45,13 @@ export interface ShellServerOptions {
   rendererDir: string;
   /** Sub-resource fetch deadline (ms). */
   resourceTimeoutMs?: number;
+  /**
+   * Listen on this Unix socket instead of a loopback port, for a browser that reaches it through a proxy on
+   * `publicHost`:`publicPort` (`catp demo`: the host runs in a lab namespace, the window outside it; each pane on
+   * its own loopback address, so each is a site of its own with a renderer process of its own). The URLs, the
+   * Host and Origin checks and the CSP name the public address.
+   */
+  unixSocket?: { path: string; publicPort: number; publicHost?: string };
 }
 
 export interface ShellServer {
@@ -72,7 +79,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     '/__catp/app.css': ['app.css', 'text/css; charset=utf-8'],
   };
   let port = 0;
-  const hostOk = (req: IncomingMessage) => req.headers.host === `127.0.0.1:${port}`;
+  const host = options.unixSocket?.publicHost ?? '127.0.0.1';
+  const hostOk = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: Error) => {
@@ -90,13 +98,13 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
     }
-    const url = new URL(req.url ?? '/', `http://127.0.0.1:${port}`);
+    const url = new URL(req.url ?? '/', `http://${host}:${port}`);
     const path = url.pathname;
     const file = statics[path];
     if (file) {
       const body = await readFile(join(options.rendererDir, file[0]));
       const headers: Record<string, string> = { 'content-type': file[1], 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
-      if (path.endsWith('.html')) headers['content-security-policy'] = APP_CSP(port);
+      if (path.endsWith('.html')) headers['content-security-policy'] = APP_CSP(`${host}:${port}`);
       res.writeHead(200, headers).end(body);
       return;
     }
@@ -125,7 +133,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       target = decodeURIComponent(view[1]!) + (view[2] ?? '/');
     } else {
       // root-relative: the page that asked for it (Referer), else the current load's origin
-      const ref = /^http:\/\/127\.0\.0\.1:\d+\/view\/([^/]+)/.exec(String(req.headers.referer ?? ''));
+      const referer = String(req.headers.referer ?? '');
+      const ref = referer.startsWith(`http://${host}:${port}/view/`) ? /^\/view\/([^/]+)/.exec(referer.slice(`http://${host}:${port}`.length)) : null;
       const origin = ref ? decodeURIComponent(ref[1]!) : service.currentOrigin;
       if (origin) target = origin + (req.url ?? '/');
     }
@@ -166,7 +175,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   server.on('upgrade', (req, socket, head) => {
     if (!hostOk(req)) return refuse(socket, 421, 'wrong-host');
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/__catp/ws') return refuse(socket, 404, 'not-found');
-    if (req.headers.origin !== `http://127.0.0.1:${port}`) return refuse(socket, 403, 'bad-origin');
+    if (req.headers.origin !== `http://${host}:${port}`) return refuse(socket, 403, 'bad-origin');
     const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
     const presented = offered.find((p) => p.startsWith('catp-secret.'))?.slice('catp-secret.'.length) ?? '';
     const a = Buffer.from(presented);
@@ -200,9 +209,21 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     ws.on('error', () => ws.close());
   }
 
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  port = (server.address() as AddressInfo).port;
-  const origin = `http://127.0.0.1:${port}`;
+  if (options.unixSocket) {
+    const { path: socketPath, publicPort } = options.unixSocket;
+    await new Promise<void>((ok, fail) => {
+      server.once('error', fail);
+      server.listen(socketPath, () => {
+        server.off('error', fail);
+        ok();
+      });
+    });
+    port = publicPort;
+  } else {
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    port = (server.address() as AddressInfo).port;
+  }
+  const origin = `http://${host}:${port}`;
 
   return {
     port,

@@ -34,13 +34,13 @@ export const chromiumPresent = existsSync(process.env.CATP_CHROMIUM ?? '/usr/bin
 
 let rendererBuilt: string | null = null;
 
-/** Bundles the renderer (esbuild, ~100 ms) into a temp dir so tests never run a stale dist/. */
+/** Bundles the renderer and the demo page (esbuild, ~100 ms) into a temp dir so tests never run a stale dist/. */
 export async function buildRenderer(): Promise<string> {
   if (rendererBuilt && existsSync(join(rendererBuilt, 'app.js'))) return rendererBuilt;
   const out = mkdtempSync(join(tmpdir(), 'catp-renderer-'));
   await build({ entryPoints: [join(ROOT, 'renderer', 'main.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'app.js'), logLevel: 'warning' });
-  cpSync(join(ROOT, 'renderer', 'index.html'), join(out, 'index.html'));
-  cpSync(join(ROOT, 'renderer', 'app.css'), join(out, 'app.css'));
+  await build({ entryPoints: [join(ROOT, 'renderer', 'demo.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'demo.js'), logLevel: 'warning' });
+  for (const f of ['index.html', 'app.css', 'demo.html', 'demo.css']) cpSync(join(ROOT, 'renderer', f), join(out, f));
   rendererBuilt = out;
   return out;
 }
