@@ -25,6 +25,7 @@ const ui = {
   url: $<HTMLInputElement>('#url'),
   transport: $<HTMLSelectElement>('#transport'),
   save: $<HTMLButtonElement>('#save'),
+  compare: $<HTMLButtonElement>('#compare'),
   frame: $<HTMLIFrameElement>('#page'),
   errorBox: $<HTMLElement>('#error'),
   errorTitle: $<HTMLElement>('#error-title'),
@@ -348,6 +349,10 @@ api.onEvent((ev) => {
     case 'hello':
       shell = ev.shell;
       ui.transport.value = ev.defaultTransport;
+      ui.compare.hidden = ev.canCompare !== true;
+      return;
+    case 'compare-opened':
+      ui.status.textContent = ev.message;
       return;
     case 'load-started':
       startLoad(ev);
@@ -489,6 +494,12 @@ ui.back.addEventListener('click', () => api.send({ type: 'back' }));
 ui.forward.addEventListener('click', () => api.send({ type: 'forward' }));
 ui.reload.addEventListener('click', () => api.send({ type: 'reload' }));
 ui.stop.addEventListener('click', () => api.send({ type: 'stop' }));
+ui.compare.addEventListener('click', () => {
+  if (!cur) return;
+  ui.status.textContent = `opening ${cur.url} in the side-by-side demo…`;
+  api.send({ type: 'compare' });
+});
+
 ui.save.addEventListener('click', () => {
   const record = cur?.record ?? lastRecord;
   if (record) api.send({ type: 'save-record', record });

@@ -45,6 +45,11 @@ export interface BrowserServiceOptions {
   viewUrl?: (url: string) => string;
   /** The shell's name, told to the renderer. */
   shell?: string;
+  /**
+   * Opens a page in the side-by-side demo (the command line starts `catp demo URL`); resolves with what to tell
+   * the user. Absent: the renderer offers no Compare button.
+   */
+  openCompare?: (url: string) => Promise<string>;
 }
 
 interface HistoryEntry {
@@ -125,8 +130,22 @@ export class BrowserService {
       case 'ready':
         this.readyCount++;
         for (const w of this.readyWaiters.splice(0)) w();
-        this.emit({ type: 'hello', hostEpochMs: Number(realtimeNs()) / 1e6, version: 1, defaultTransport: this.defaultTransport, shell: this.options.shell ?? 'test' });
+        this.emit({
+          type: 'hello', hostEpochMs: Number(realtimeNs()) / 1e6, version: 1, defaultTransport: this.defaultTransport, shell: this.options.shell ?? 'test',
+          ...(this.options.openCompare ? { canCompare: true } : {}),
+        });
         return;
+      case 'compare': {
+        // the page the host is showing, not a URL the renderer names: a page frame must not start processes
+        const entry = this.history[this.index];
+        const open = this.options.openCompare;
+        if (!entry || !open) return;
+        open(entry.url).then(
+          (message) => this.emit({ type: 'compare-opened', url: entry.url, message }),
+          (err: Error) => this.emit({ type: 'compare-opened', url: entry.url, message: `the demo could not start: ${err.message}` }),
+        );
+        return;
+      }
       case 'navigate':
         this.navigate(c.url, c.transport);
         return;

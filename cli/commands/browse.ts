@@ -1,7 +1,7 @@
 // `catp browse`: the browser. A window (Electron when its binary is present, else a Chromium `--app` window),
 // or headless (`--headless`, playwright-core driving Chromium) that exits when the page completes. Without a
 // URL it serves the bundled demo site with the embedded reference server behind an in-process lossy relay.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -21,6 +21,7 @@ import {
 } from '../../app/browser';
 import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
 import { defaultStoreDir } from '../../app/payload-store';
+import { labSupport } from '../../lab/link';
 import { packageRoot } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
@@ -187,7 +188,9 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
       return code;
     }
     io.stdout.write(`catp browse: shell = Chromium window (${CHROMIUM_PATH}; Electron's binary is not present); close the window or press Ctrl-C to quit\n`);
-    const session = await startBrowserSession({ ...serviceOptions, shell: 'chromium-window' });
+    const compare = compareLauncher(io);
+    cleanup.push(async () => compare.close());
+    const session = await startBrowserSession({ ...serviceOptions, shell: 'chromium-window', openCompare: compare.open });
     const win = openAppWindow(session.shell.appUrl);
     let ready = false;
     session.service.whenReady(30_000).then(
@@ -264,6 +267,32 @@ async function headless(
     await page?.close();
     await session.close();
   }
+}
+
+/**
+ * The browser's Compare button: `catp demo URL` in a window of its own (one at a time), stopped with the browser.
+ * The lab's links need root or user namespaces: where they cannot run, the button says why instead.
+ */
+function compareLauncher(io: Io): { open: (url: string) => Promise<string>; close: () => void } {
+  let child: ChildProcess | null = null;
+  return {
+    open: async (url) => {
+      const support = labSupport();
+      if (!support.ok) throw new Error(`the demo's emulated links cannot run here: ${support.reason}`);
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      io.stdout.write(`catp browse: opening the side-by-side demo on ${url}\n`);
+      const c = spawn(process.execPath, [join(packageRoot(), 'bin', 'catp.js'), 'demo', url], { stdio: ['ignore', 'inherit', 'inherit'] });
+      child = c;
+      await new Promise<void>((ok, fail) => {
+        c.once('spawn', () => ok());
+        c.once('error', fail);
+      });
+      return `the side-by-side demo opens in its own window (catp demo ${url})`;
+    },
+    close: () => {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    },
+  };
 }
 
 /** How long the frame capture runs past the end of the load. */

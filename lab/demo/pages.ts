@@ -1,11 +1,12 @@
 // What `catp demo` can load: a page of the bundled demo site, a page of the real-pages corpus, any HTML file,
-// or an http(s):// URL (fetched once, here, and then served from the lab's server like any file). Every pane
+// or an http(s):// or dhttp:// URL (fetched once, here, and then served from the lab's server like any file). Every pane
 // gets the same bytes from its own copy of the server.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { repoRoot } from '../silent-time/origin';
+import { DhttpHost } from '../../app/dhttp-host';
 import type { PageChoice } from '../../protocol/demo/api';
 import type { PageSpec } from '../silent-time/pages';
 
@@ -45,7 +46,7 @@ export class DemoPageError extends Error {
   }
 }
 
-const ACCEPTS = 'a page of demo/site (e.g. article.html), corpus:NAME (a real page of the corpus), an HTML file, or an http(s):// URL';
+const ACCEPTS = 'a page of demo/site (e.g. article.html), corpus:NAME (a real page of the corpus), an HTML file, or an http(s):// or dhttp:// URL';
 
 /**
  * Resolves what the user asked for to a served page. URLs are fetched into `tmpRoot` (a directory the caller
@@ -53,15 +54,8 @@ const ACCEPTS = 'a page of demo/site (e.g. article.html), corpus:NAME (a real pa
  */
 export async function resolvePage(spec: string, tmpRoot: string, fetchTimeoutMs = 20_000): Promise<PageSpec> {
   const s = spec.trim() || DEFAULT_PAGE;
-  if (/^https?:\/\//i.test(s)) {
-    let res: Response;
-    try {
-      res = await fetch(s, { redirect: 'follow', signal: AbortSignal.timeout(fetchTimeoutMs) });
-    } catch (err) {
-      throw new DemoPageError(`could not fetch ${s}: ${(err as Error).message}`);
-    }
-    if (!res.ok) throw new DemoPageError(`could not fetch ${s}: ${res.status} ${res.statusText}`);
-    const body = Buffer.from(await res.arrayBuffer());
+  if (/^(https?|dhttpt?):\/\//i.test(s)) {
+    const body = /^dhttp/i.test(s) ? await fetchDhttp(s, fetchTimeoutMs) : await fetchHttp(s, fetchTimeoutMs);
     if (body.length > 10_000_000) throw new DemoPageError(`${s} is ${body.length} bytes; the demo takes pages up to 10 MB`);
     const dir = fs.mkdtempSync(path.join(tmpRoot, 'url-'));
     fs.writeFileSync(path.join(dir, 'index.html'), body);
@@ -84,6 +78,32 @@ export async function resolvePage(spec: string, tmpRoot: string, fetchTimeoutMs 
   const p = fromDir(demoSiteDir(), s) ?? fromDir(corpusPagesDir(), s);
   if (p) return p;
   throw new DemoPageError(`no such page: ${s} (the demo loads ${ACCEPTS})`);
+}
+
+async function fetchHttp(url: string, timeoutMs: number): Promise<Buffer> {
+  let res: Response;
+  try {
+    res = await fetch(url, { redirect: 'follow', signal: AbortSignal.timeout(timeoutMs) });
+  } catch (err) {
+    throw new DemoPageError(`could not fetch ${url}: ${(err as Error).message}`);
+  }
+  if (!res.ok) throw new DemoPageError(`could not fetch ${url}: ${res.status} ${res.statusText}`);
+  return Buffer.from(await res.arrayBuffer());
+}
+
+/** A dhttp:// page (the browser's Compare button hands the demo the page it shows), fetched with our own client. */
+async function fetchDhttp(url: string, timeoutMs: number): Promise<Buffer> {
+  const host = new DhttpHost();
+  try {
+    const r = await host.fetch(url, { timeoutMs });
+    if (r.response.status !== 200) throw new DemoPageError(`could not fetch ${url}: ${r.response.status} ${r.response.reason}`);
+    return Buffer.from(r.response.body);
+  } catch (err) {
+    if (err instanceof DemoPageError) throw err;
+    throw new DemoPageError(`could not fetch ${url}: ${(err as Error).message}`);
+  } finally {
+    host.close();
+  }
 }
 
 export function demoTempRoot(): string {

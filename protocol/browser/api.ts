@@ -153,7 +153,9 @@ export type BrowserCommand =
   /** Save a record as JSON on the host (user action). */
   | { type: 'save-record'; record: LoadRecord }
   /** The renderer is ready for events (sent once per connection). */
-  | { type: 'ready' };
+  | { type: 'ready' }
+  /** Open the current page in the side-by-side demo (`catp demo`), when the host offers it (hello.canCompare). */
+  | { type: 'compare' };
 
 export interface HistoryState {
   canBack: boolean;
@@ -162,7 +164,7 @@ export interface HistoryState {
 
 /** Events, host → renderer. Every load event carries the load's id; a renderer ignores stale ids. */
 export type BrowserEvent =
-  | { type: 'hello'; hostEpochMs: number; version: 1; defaultTransport: Transport; shell: string }
+  | { type: 'hello'; hostEpochMs: number; version: 1; defaultTransport: Transport; shell: string; canCompare?: boolean }
   | {
       type: 'load-started';
       loadId: number;
@@ -200,7 +202,9 @@ export type BrowserEvent =
   | { type: 'error'; loadId: number; code: string; message: string; url: string }
   | { type: 'stopped'; loadId: number }
   | { type: 'dump-request'; requestId: number }
-  | { type: 'record-saved'; path: string };
+  | { type: 'record-saved'; path: string }
+  /** What became of a `compare` command. */
+  | { type: 'compare-opened'; url: string; message: string };
 
 /** The object a shell hands to the renderer (the preload's `window.catp`, or the WebSocket client). */
 export interface BrowserApi {
@@ -228,6 +232,7 @@ export function isCommand(value: unknown): value is BrowserCommand {
     case 'back':
     case 'forward':
     case 'ready':
+    case 'compare':
       return true;
     case 'dump-tree':
       return typeof c.requestId === 'number' && (c.tree === null || typeof c.tree === 'object');

@@ -121,3 +121,46 @@ describe('the Electron preload', () => {
     expect(main).toMatch(/nodeIntegration: false/);
   });
 });
+
+describe('the Compare command (the browser opens its page in catp demo)', () => {
+  const events = (service: BrowserService): BrowserEvent[] => {
+    const got: BrowserEvent[] = [];
+    service.attach((e) => got.push(e));
+    return got;
+  };
+
+  test('offered only by a host that can open the demo; it opens the page the host shows, not one the renderer names', async () => {
+    const plain = new BrowserService({ shell: 'test' });
+    const plainEvents = events(plain);
+    plain.handle({ type: 'ready' });
+    expect(plainEvents[0]).toMatchObject({ type: 'hello' });
+    expect((plainEvents[0] as { canCompare?: boolean }).canCompare).toBeUndefined();
+    plain.handle({ type: 'compare' }); // no launcher: nothing happens
+    plain.close();
+
+    const asked: string[] = [];
+    const service = new BrowserService({ shell: 'test', openCompare: async (url) => (asked.push(url), `opened ${url}`) });
+    const got = events(service);
+    service.handle({ type: 'ready' });
+    expect(got[0]).toMatchObject({ type: 'hello', canCompare: true });
+    service.handle({ type: 'compare' }); // nothing loaded yet
+    expect(asked).toEqual([]);
+    // (a port nothing answers on: the load fails, the page stays the current one)
+    service.navigate('dhttp://127.0.0.1:9/page.html');
+    service.handle({ type: 'compare', url: 'file:///etc/passwd' });
+    await new Promise((r) => setImmediate(r));
+    expect(asked).toEqual(['dhttp://127.0.0.1:9/page.html']);
+    expect(got.find((e) => e.type === 'compare-opened')).toEqual({ type: 'compare-opened', url: 'dhttp://127.0.0.1:9/page.html', message: 'opened dhttp://127.0.0.1:9/page.html' });
+    service.close();
+  });
+
+  test('a launcher that fails says why', async () => {
+    const service = new BrowserService({ shell: 'test', openCompare: async () => Promise.reject(new Error('no user namespaces')) });
+    const got = events(service);
+    service.navigate('dhttp://127.0.0.1:9/x.html');
+    service.handle({ type: 'compare' });
+    await new Promise((r) => setImmediate(r));
+    expect(got.find((e) => e.type === 'compare-opened')).toMatchObject({ message: 'the demo could not start: no user namespaces' });
+    service.close();
+  });
+});
