@@ -19,7 +19,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile } from 'node:fs/promises';
 
 import cacache from 'cacache';
 
@@ -78,6 +78,11 @@ function hex(d: Uint8Array): string {
 
 function sri(digestHex: string): string {
   return `sha256-${Buffer.from(digestHex, 'hex').toString('base64')}`;
+}
+
+/** Where cacache keeps a payload's bytes (its content-v2 layout: algorithm / 2 / 2 / rest of the hex digest). */
+function contentPath(dir: string, digestHex: string): string {
+  return join(dir, 'content-v2', 'sha256', digestHex.slice(0, 2), digestHex.slice(2, 4), digestHex.slice(4));
 }
 
 interface Entry {
@@ -355,6 +360,9 @@ export class PayloadStore {
     if (entry === undefined || !this.inScope(entry, url)) return null;
     let data: Buffer;
     try {
+      // Only a regular file is opened: a FIFO (or a device) planted under a content name would block the read
+      // in the thread pool for ever, and the load with it, past any deadline.
+      if (!(await lstat(contentPath(this.dir, digestHex))).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
       data = await cacache.get.byDigest(this.dir, sri(digestHex));
     } catch (e) {
       // EINTEGRITY, EBADSIZE, ENOENT: whatever is there is not the payload.

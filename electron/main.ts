@@ -23,6 +23,10 @@ async function main(): Promise<void> {
   });
   // the page frame may only talk to our own server
   electronSession.defaultSession.setPermissionRequestHandler((_wc, _permission, cb) => cb(false));
+  // and the window connects nowhere else: everything but the shell goes to the shell as a proxy, which refuses
+  // (the Chromium shells' onlyToFlags, as a session setting)
+  const shellHost = new URL(browser.shell.origin).host;
+  await electronSession.defaultSession.setProxy({ proxyRules: `http://${shellHost}`, proxyBypassRules: `<-loopback>;${shellHost}` });
   const win = new BrowserWindow({
     width: 1280,
     height: 900,

@@ -26,6 +26,11 @@ export interface FileServerOptions {
   cacheEntryMaxBytes?: number;
   /** sha-256 digests remembered (DTD). Default 65,536. */
   digestCacheEntries?: number;
+  /**
+   * Serve paths with a segment that starts with a dot (`.git/`, `.env`, `.htpasswd`), asked for or reached through
+   * a symlink. Default false: they answer 404, as if absent.
+   */
+  serveDotfiles?: boolean;
 }
 
 export interface HandleOptions {
@@ -154,8 +159,12 @@ export class FileServer {
   private readonly cache = new Map<string, CacheEntry>(); // real path -> entry; Map order = LRU order
   private cached = 0;
   private readonly digests: DigestCache;
+  private readonly serveDotfiles: boolean;
+  /** Requests answered 404 because their path (asked for, or its real path) has a dot segment. */
+  dotfilesRefused = 0;
 
   private constructor(readonly root: string, opts: FileServerOptions) {
+    this.serveDotfiles = opts.serveDotfiles ?? false;
     this.digests = new DigestCache(opts.digestCacheEntries ?? 65_536);
     this.maxFileBytes = opts.maxFileBytes ?? 64 * 1024 * 1024;
     this.cacheBytes = opts.cacheBytes ?? 32 * 1024 * 1024;
@@ -203,11 +212,24 @@ export class FileServer {
     return this.digests.counters();
   }
 
+  /** A path under the root with a segment starting with '.' (checked on what was asked for and on the real path). */
+  private hidden(segments: readonly string[]): boolean {
+    return !this.serveDotfiles && segments.some((s) => s.startsWith('.'));
+  }
+
   private async serve(segments: string[], trailingSlash: boolean, pathname: string, req: FileRequest, opts: HandleOptions): Promise<FileResponse> {
     const joined = path.join(this.root, ...segments);
     if (!this.inRoot(joined)) return simpleResponse(403);
+    if (this.hidden(segments)) {
+      this.dotfilesRefused++;
+      return simpleResponse(404);
+    }
     let real = await this.realInRoot(joined);
     if (typeof real === 'number') return simpleResponse(real);
+    if (this.hidden(path.relative(this.root, real).split(path.sep))) {
+      this.dotfilesRefused++; // a symlink in the root that points into .git/ or at .env
+      return simpleResponse(404);
+    }
     let st = await fsp.stat(real);
     if (st.isDirectory()) {
       if (!trailingSlash) {
@@ -216,6 +238,10 @@ export class FileServer {
       }
       real = await this.realInRoot(path.join(real, 'index.html'));
       if (typeof real === 'number') return simpleResponse(real);
+      if (this.hidden(path.relative(this.root, real).split(path.sep))) {
+        this.dotfilesRefused++;
+        return simpleResponse(404);
+      }
       st = await fsp.stat(real);
     }
     if (!st.isFile()) return simpleResponse(404); // FIFOs, devices, sockets: never opened

@@ -59,6 +59,8 @@ export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
 export interface ServerOptions {
   /** Directory whose files are served. */
   root: string;
+  /** Serve `.git/`, `.env` and other paths with a dot segment (default: 404, as if absent). */
+  serveDotfiles?: boolean;
   /** 0 (default) picks a free port; UDP and TCP share the number. */
   port?: number;
   /** Address to bind, default 127.0.0.1; '::1' or '::' for IPv6. */
@@ -933,7 +935,7 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
     if (v !== undefined) limits[k] = v;
   }
   resolveCatpOptions(opts.catp); // throws on bad options before anything is bound
-  const files = await FileServer.create({ root: opts.root });
+  const files = await FileServer.create({ root: opts.root, ...(opts.serveDotfiles ? { serveDotfiles: true } : {}) });
   const now = opts.now ?? (() => performance.now());
   const chooser = new ChannelChooser(opts.channel, { now, rng: opts.rng ?? cryptoRng() });
   const type: dgram.SocketType = net.isIPv6(host) ? 'udp6' : 'udp4';

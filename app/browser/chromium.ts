@@ -62,6 +62,18 @@ export function chromiumFlags(disableFeatures: readonly string[] = []): string[]
   return flags;
 }
 
+/**
+ * Flags that let a browser connect to `origins` (http://host:port, loopback) and nowhere else: everything goes to a
+ * proxy — the first origin, our own shell server, which refuses and counts it — except those origins. `<-loopback>`
+ * drops Chromium's implicit bypass for loopback, so a page cannot reach other local ports either. A page's `<iframe
+ * src="http://elsewhere/">`, a preconnect or a prefetch then opens no connection to elsewhere.
+ */
+export function onlyToFlags(origins: readonly string[]): string[] {
+  const hostPorts = origins.map((o) => new URL(o).host);
+  if (hostPorts.length === 0) return [];
+  return [`--proxy-server=http://${hostPorts[0]}`, `--proxy-bypass-list=<-loopback>;${hostPorts.join(';')}`];
+}
+
 export function chromiumAvailable(): boolean {
   return FOUND !== null && executable(FOUND);
 }
@@ -119,6 +131,7 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
     ...chromiumFlags(),
+    ...onlyToFlags([new URL(url).origin]),
     `--user-data-dir=${profile}`,
     `--window-size=${opts.width ?? 1280},${opts.height ?? 900}`,
     `--app=${url}`,
@@ -166,7 +179,7 @@ export interface HeadlessPage {
 export async function openHeadless(url: string, opts: { width?: number; height?: number } = {}): Promise<HeadlessPage> {
   if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: chromiumFlags() });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(), ...onlyToFlags([new URL(url).origin])] });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });
   const page = await context.newPage();
   // CATP_TRACE=FILE: a Chromium performance trace of the whole headless session (profiling the renderer).

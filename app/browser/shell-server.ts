@@ -62,7 +62,10 @@ export interface ShellServer {
   readonly appUrl: string;
   /** Requests that reached /__catp/canary (tests: anything a page must not be able to make happen). */
   readonly canaryHits: string[];
-  /** WebSocket connections refused, by reason. */
+  /**
+   * Requests refused, by reason: WebSocket connections (bad-secret, bad-origin, wrong-host, not-found), requests
+   * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin).
+   */
   readonly refused: Record<string, number>;
   viewUrl(pageUrl: string): string;
   close(): Promise<void>;
@@ -91,6 +94,9 @@ export async function startShellServer(service: BrowserService, options: ShellSe
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!hostOk(req)) {
+      // Chromium's proxy is this server (chromium.ts onlyToFlags): a request for anywhere else ends here
+      const reason = /^[a-z][a-z0-9+.-]*:\/\//i.test(req.url ?? '') ? 'proxied' : 'wrong-host';
+      refused[reason] = (refused[reason] ?? 0) + 1;
       res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
       return;
     }
@@ -142,10 +148,18 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
       return;
     }
+    let targetOrigin: string;
     try {
-      parseTarget(target); // a target we cannot parse is refused here, not by the fetch
+      targetOrigin = parseTarget(target).origin; // a target we cannot parse is refused here, not by the fetch
     } catch {
       res.writeHead(400, { 'content-type': 'text/plain' }).end('bad target');
+      return;
+    }
+    if (targetOrigin !== service.currentOrigin) {
+      // The frame's own URLs all resolve under the current page's origin; another origin named under /view/ is
+      // a page making the host fetch for it (any host and port: request forgery past Chromium's own rules).
+      refused['cross-origin'] = (refused['cross-origin'] ?? 0) + 1;
+      res.writeHead(403, { 'content-type': 'text/plain' }).end('another origin than the page');
       return;
     }
     const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000 });
@@ -171,6 +185,11 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     refused[reason] = (refused[reason] ?? 0) + 1;
     socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   };
+
+  server.on('connect', (_req, socket) => {
+    refused.proxied = (refused.proxied ?? 0) + 1; // a CONNECT through the proxy-to-nowhere (https://, wss://)
+    socket.destroy();
+  });
 
   server.on('upgrade', (req, socket, head) => {
     if (!hostOk(req)) return refuse(socket, 421, 'wrong-host');

@@ -18,6 +18,7 @@ options:
       --pacing P   how CATP and in-order senders set their rate: discover (default: each finds its
                    path's rate; a client's Catp-Rate only bounds it) or fixed (pace at the client's
                    Catp-Rate, else 10 Mbit/s: the lab's oracle-rate ablation; never on the Internet)
+      --dotfiles   serve paths with a segment that starts with a dot (.git/, .env); default: 404
   -q, --quiet      print nothing but errors
   -h, --help       show this help
 
@@ -28,6 +29,7 @@ const options = {
   port: { type: 'string', short: 'p' },
   host: { type: 'string' },
   'cold-encode': { type: 'string' },
+  dotfiles: { type: 'boolean' },
   pacing: { type: 'string' },
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
@@ -56,7 +58,7 @@ export async function serve(argv: string[], io: Io, signal?: AbortSignal): Promi
   const pacing = values.pacing ?? 'discover';
   if (pacing !== 'discover' && pacing !== 'fixed') throw new UsageError(`--pacing: expected discover or fixed, not ${pacing}`);
 
-  const server = await startServer({ root, port, host, catp: { coldEncode: cold, pacing } });
+  const server = await startServer({ root, port, host, catp: { coldEncode: cold, pacing }, ...(values.dotfiles ? { serveDotfiles: true } : {}) });
   const shown = host.includes(':') ? `[${host}]` : host;
   if (!values.quiet) {
     io.stdout.write(

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import { WebSocketServer, type WebSocket } from 'ws';
 
-import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser';
+import { CHROMIUM_PATH, chromiumFlags, onlyToFlags } from '../../app/browser';
 import { checkSettings, DEMO_TRANSPORTS, type DemoEvent, type DemoRun, type DemoSettings } from '../../protocol/demo/api';
 import { DemoController, type DemoView } from './controller';
 import { pageChoices } from './pages';
@@ -143,7 +143,9 @@ export async function openDemoWindow(o: DemoWindowOptions): Promise<DemoWindow> 
   const context: BrowserContext = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM_PATH,
     headless: o.headless,
-    args: [...chromiumFlags(), ...(o.headless ? [] : [`--app=${url}`, `--window-size=${width},${height}`])],
+    // the demo page and the three panes, nothing else (a page in a pane opens no connection anywhere)
+    args: [...chromiumFlags(), ...onlyToFlags([`http://127.0.0.1:${port}`, ...DEMO_TRANSPORTS.map((t) => controller.paneOrigin(t))]),
+      ...(o.headless ? [] : [`--app=${url}`, `--window-size=${width},${height}`])],
     viewport: o.headless ? { width, height } : null,
   });
   const page = context.pages()[0] ?? (await context.waitForEvent('page'));

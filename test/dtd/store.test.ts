@@ -1,8 +1,8 @@
 // The payload store on cacache: verified writes and reads, corruption removal, LRU budget, several payloads
 // per URL, the privacy scope, and a real SIGKILL in the middle of a large write.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 import ts from 'typescript';
@@ -72,6 +72,21 @@ test('a corrupted payload is refused on read and removed', async () => {
   expect(contentFiles(dir.dir)).toHaveLength(0);
   const reopened = await PayloadStore.open({ dir: dir.dir });
   expect(reopened.list()).toHaveLength(0);
+});
+
+test('a FIFO planted under a payload\'s name is never opened: a miss at once, removed (a read would block for ever)', async () => {
+  const store = await PayloadStore.open({ dir: dir.dir });
+  const { digest } = await store.put(A, randomBytes(5000));
+  const [file] = contentFiles(dir.dir);
+  // the store's idea of cacache's layout is right: the payload's file is where it looks
+  expect(relative(dir.dir, file!)).toBe(join('content-v2', 'sha256', Buffer.from(sha256(readFileSync(file!))).toString('hex').replace(/^(..)(..)/, '$1/$2/')));
+  rmSync(file!);
+  execFileSync('mkfifo', [file!]);
+  const t0 = Date.now();
+  expect(await store.get(digest, A)).toBeNull();
+  expect(Date.now() - t0).toBeLessThan(2000);
+  expect(store.counters().corruptRemoved).toBe(1);
+  expect(store.lookup(digest, A).hit).toBe(false);
 });
 
 test('several payloads per URL; LRU eviction keeps the byte budget', async () => {

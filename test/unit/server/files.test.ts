@@ -174,6 +174,22 @@ describe('FileServer', () => {
     expect(r.status).toBe(404);
   });
 
+  test('dotfiles (.env, .git/, and symlinks into them) answer 404 unless serveDotfiles; .well-known style names too', async () => {
+    await fsp.mkdir(path.join(root, '.git'), { recursive: true });
+    await fsp.writeFile(path.join(root, '.git', 'config'), '[core]');
+    await fsp.writeFile(path.join(root, '.env'), 'KEY=secret');
+    await fsp.symlink(path.join(root, '.env'), path.join(root, 'env-link.txt'));
+    await fsp.mkdir(path.join(root, 'pub'), { recursive: true });
+    await fsp.symlink(path.join(root, '.env'), path.join(root, 'pub', 'index.html'));
+    const before = files.dotfilesRefused;
+    for (const t of ['/.env', '/.git/config', '/%2Eenv', '/./.env', '/env-link.txt', '/pub/']) expect([t, (await get(t)).status]).toEqual([t, 404]);
+    expect(files.dotfilesRefused - before).toBe(6);
+    expect((await get('/data.json')).status).toBe(200);
+    const open = await FileServer.create({ root, serveDotfiles: true });
+    expect(text(await open.handle({ method: 'GET', target: '/.env', headers: [] }))).toBe('KEY=secret');
+    expect(text(await open.handle({ method: 'GET', target: '/env-link.txt', headers: [] }))).toBe('KEY=secret');
+  });
+
   test('mime table', () => {
     expect(mimeType('a.PNG')).toBe('image/png');
     expect(mimeType('a.jpg')).toBe('image/jpeg');
