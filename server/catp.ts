@@ -31,6 +31,12 @@ export interface CatpOptions {
   maxRateBytesPerSec?: number;
   /** Simultaneous sessions; a CATP request beyond this gets the normal DHTTP answer (default 256). */
   maxSessions?: number;
+  /**
+   * Simultaneous sessions (running or being encoded) per client address (default 16): one address cannot hold the
+   * table another needs. Beyond it the request is answered "resend over TCP" (DHTTP paper VI-B3): a small answer,
+   * and the connection, if any, is the client's own.
+   */
+  maxSessionsPerAddress?: number;
   /** Answer Catp-Mode requests with frames at all (default true). */
   enabled?: boolean;
   /** Bytes of encoded frames kept in the per-file cache (default 64 MiB; 0 disables it). */
@@ -69,6 +75,7 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
   rateBytesPerSec: 1_250_000,
   maxRateBytesPerSec: 12_500_000,
   maxSessions: 256,
+  maxSessionsPerAddress: 16,
   enabled: true,
   cacheBytes: 64 * 1024 * 1024,
   completedMemory: 4096,
@@ -98,6 +105,8 @@ export interface CatpCounters extends EncoderCounters {
   catpGaveUp: number;
   /** CATP requests answered normally because the session table was full. */
   catpRefused: number;
+  /** CATP requests over the per-address session limit (answered "resend over TCP"). */
+  catpRefusedPerAddress: number;
   /** Frames the senders released (first sends and resends; those lost to send errors included). */
   catpFramesSent: number;
   /** Of those, resends. */
@@ -141,6 +150,7 @@ export function newCatpCounters(): CatpCounters {
     catpCompleted: 0,
     catpGaveUp: 0,
     catpRefused: 0,
+    catpRefusedPerAddress: 0,
     catpFramesSent: 0,
     catpFramesResent: 0,
     catpIndexFramesSent: 0,
@@ -365,6 +375,7 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
     rateBytesPerSec: rate,
     maxRateBytesPerSec: maxRate,
     maxSessions: Math.floor(pos(o?.maxSessions, d.maxSessions, 'maxSessions')),
+    maxSessionsPerAddress: Math.floor(pos(o?.maxSessionsPerAddress, d.maxSessionsPerAddress, 'maxSessionsPerAddress', 1)),
     enabled: o?.enabled ?? d.enabled,
     cacheBytes: pos(o?.cacheBytes, d.cacheBytes, 'cacheBytes'),
     completedMemory: Math.floor(pos(o?.completedMemory, d.completedMemory, 'completedMemory')),
@@ -424,16 +435,25 @@ export class CatpSessions {
   }
 
   /**
-   * A CATP request arrived for `key`. Returns false (and counts) when it repeats a running, pending or
-   * just-completed transfer; otherwise marks it pending until `start` or `abandon`.
+   * A CATP request arrived for `key` from `address`. 'repeat' (counted) when it repeats a running, pending or
+   * just-completed transfer; 'over-limit' (counted) when the address already has its share of sessions, running
+   * or pending; otherwise 'ok', and the request is pending until `start` or `abandon`.
    */
-  admit(key: string): boolean {
+  admit(key: string, address: string): 'ok' | 'repeat' | 'over-limit' {
     if (this.sessions.has(key) || this.pending.has(key) || this.completed.has(key)) {
       this.c.catpIgnoredRepeats++;
-      return false;
+      return 'repeat';
+    }
+    let n = 0;
+    const prefix = `${address}|`;
+    for (const s of this.sessions.values()) if (s.address === address) n++;
+    for (const k of this.pending) if (k.startsWith(prefix)) n++;
+    if (n >= this.opts.maxSessionsPerAddress) {
+      this.c.catpRefusedPerAddress++;
+      return 'over-limit';
     }
     this.pending.add(key);
-    return true;
+    return 'ok';
   }
 
   /** The pending request will get a normal answer (not eligible, or not started). */

@@ -14,6 +14,12 @@
 //   A ring of the last 10,000 (client address, request ID) pairs answered over TCP: a resend naming one of
 //   them is ignored, TCP already delivers that answer reliably.
 //
+// Per client prefix (our addition; the paper keeps one pair of counters for the whole server): the mode is
+// decided from the counters of the requester's prefix (IPv4 /24, IPv6 /48), kept for the most recent
+// `maxPeers` prefixes. One client's resend flags (a lossy path, or an attacker sending nothing but resends)
+// move only its own neighbourhood into high-loss mode, never every client of the server. The global counters
+// stay, for statistics.
+//
 // Counter decay (our addition; the paper keeps the counters forever): both counters are halved every
 // `decayIntervalMs` (default 10 s) of elapsed time, lazily, whenever the chooser is consulted. Halving both
 // keeps the ratio, but lets fresh evidence outweigh old evidence: after a loss burst ends, the 1% monitoring
@@ -33,6 +39,8 @@ export interface ChannelOptions {
   ringSize: number;
   /** Halve both counters every this many ms; 0 or Infinity disables decay. */
   decayIntervalMs: number;
+  /** Client prefixes whose counters are kept (least recently seen forgotten first). */
+  maxPeers: number;
 }
 
 export const DEFAULT_CHANNEL_OPTIONS: Readonly<ChannelOptions> = Object.freeze({
@@ -41,7 +49,45 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<ChannelOptions> = Object.freeze({
   highLossTcpFraction: 0.99,
   ringSize: 10_000,
   decayIntervalMs: 10_000,
+  maxPeers: 65_536,
 });
+
+/** The prefix a client's loss counters are kept under: IPv4 /24, IPv6 /48 (an IPv4-mapped IPv6 address as IPv4). */
+export function lossPrefix(address: string): string {
+  const a = address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(a)) return `${a.slice(0, a.lastIndexOf('.'))}.0/24`;
+  if (!a.includes(':')) return a;
+  // expand '::' enough to take the first three groups
+  const [head = '', tail] = a.split('::', 2);
+  const groups = head === '' ? [] : head.split(':');
+  if (tail !== undefined) while (groups.length < 3) groups.push('0');
+  return `${groups.slice(0, 3).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/48`;
+}
+
+/** Decayed fresh / resent counters, for the whole server or for one client prefix. */
+class LossCounters {
+  fresh = 0;
+  resent = 0;
+  constructor(public lastDecay: number) {}
+
+  decay(now: number, interval: number): void {
+    if (!(interval > 0) || !Number.isFinite(interval)) return;
+    const elapsed = now - this.lastDecay;
+    if (!(elapsed >= interval)) {
+      if (elapsed < 0) this.lastDecay = now; // clock went backwards: restart the period
+      return;
+    }
+    const steps = Math.floor(elapsed / interval);
+    this.lastDecay += steps * interval;
+    const factor = steps >= 64 ? 0 : Math.pow(2, -steps);
+    this.fresh = snap(this.fresh * factor);
+    this.resent = snap(this.resent * factor);
+  }
+
+  highLoss(threshold: number): boolean {
+    return this.resent > 0 && this.resent > threshold * this.fresh;
+  }
+}
 
 export interface ChannelDeps {
   /** Monotonic milliseconds. */
@@ -67,6 +113,9 @@ export interface ChannelCounters {
   resentTotal: number;
   ignoredResends: number;
   highLossMode: boolean;
+  /** client prefixes in high-loss mode now, and prefixes tracked */
+  highLossPeers: number;
+  peers: number;
   ringEntries: number;
 }
 
@@ -109,12 +158,12 @@ export function globalRequestKey(clientAddress: string, idHex: string): string {
 
 export class ChannelChooser {
   readonly options: Readonly<ChannelOptions>;
-  private fresh = 0;
-  private resent = 0;
+  private readonly all: LossCounters;
+  /** per client prefix; Map order = least recently seen first */
+  private readonly peers = new Map<string, LossCounters>();
   private freshTotal = 0;
   private resentTotal = 0;
   private ignored = 0;
-  private lastDecay: number;
   private readonly ring: RecentKeyRing;
 
   constructor(options: Partial<ChannelOptions> | undefined, private readonly deps: ChannelDeps) {
@@ -126,9 +175,25 @@ export class ChannelChooser {
     if (!(o.lossThreshold >= 0)) throw new RangeError('lossThreshold must be >= 0');
     if (!(o.highLossTcpFraction >= 0 && o.highLossTcpFraction <= 1)) throw new RangeError('highLossTcpFraction must be in [0, 1]');
     if (!(o.decayIntervalMs >= 0)) throw new RangeError('decayIntervalMs must be >= 0');
+    if (!(Number.isInteger(o.maxPeers) && o.maxPeers >= 1)) throw new RangeError('maxPeers must be a positive integer');
     this.options = Object.freeze(o);
     this.ring = new RecentKeyRing(o.ringSize);
-    this.lastDecay = deps.now();
+    this.all = new LossCounters(deps.now());
+  }
+
+  /** The counters of a client's prefix (created, and made most recent); the server's when no client is named. */
+  private peer(clientAddress: string | undefined): LossCounters {
+    if (clientAddress === undefined) return this.all;
+    const key = lossPrefix(clientAddress);
+    let p = this.peers.get(key);
+    if (p !== undefined) this.peers.delete(key);
+    else {
+      p = new LossCounters(this.deps.now());
+      if (this.peers.size >= this.options.maxPeers) this.peers.delete(this.peers.keys().next().value as string);
+    }
+    this.peers.set(key, p);
+    p.decay(this.deps.now(), this.options.decayIntervalMs);
+    return p;
   }
 
   /**
@@ -138,7 +203,8 @@ export class ChannelChooser {
   admit(clientAddress: string, idHex: string, resend: boolean): 'process' | 'ignore' {
     if (!resend) return 'process';
     this.decay();
-    this.resent += 1;
+    this.all.resent += 1;
+    this.peer(clientAddress).resent += 1;
     this.resentTotal += 1;
     if (this.ring.has(globalRequestKey(clientAddress, idHex))) {
       this.ignored += 1;
@@ -147,21 +213,25 @@ export class ChannelChooser {
     return 'process';
   }
 
-  /** Chooses the channel for a response whose encoded size (ID + HTTP bytes) is `encodedSize`. */
-  choose(encodedSize: number, resend: boolean): ChannelDecision {
+  /**
+   * Chooses the channel for a response whose encoded size (ID + HTTP bytes) is `encodedSize`, to `clientAddress`
+   * (its prefix's mode; without it, the server-wide mode).
+   */
+  choose(encodedSize: number, resend: boolean, clientAddress?: string): ChannelDecision {
     if (encodedSize > this.options.sizeThreshold) return { channel: 'tcp', reason: 'size' };
     if (resend) return { channel: 'tcp', reason: 'resend' };
-    if (!this.highLossMode) return { channel: 'udp', reason: 'low-loss' };
+    if (!this.highLossModeFor(clientAddress)) return { channel: 'udp', reason: 'low-loss' };
     return this.deps.rng() < this.options.highLossTcpFraction
       ? { channel: 'tcp', reason: 'high-loss-tcp' }
       : { channel: 'udp', reason: 'high-loss-monitor' };
   }
 
-  /** Records a response that was actually sent over UDP. */
-  sentUdp(resend: boolean): void {
+  /** Records a response that was actually sent over UDP (to `clientAddress`, when named). */
+  sentUdp(resend: boolean, clientAddress?: string): void {
     if (resend) return;
     this.decay();
-    this.fresh += 1;
+    this.all.fresh += 1;
+    if (clientAddress !== undefined) this.peer(clientAddress).fresh += 1;
     this.freshTotal += 1;
   }
 
@@ -175,38 +245,43 @@ export class ChannelChooser {
     return this.ring.has(globalRequestKey(clientAddress, idHex));
   }
 
+  /** The server-wide mode (statistics; responses follow their client prefix's mode). */
   get highLossMode(): boolean {
     this.decay();
-    return this.resent > 0 && this.resent > this.options.lossThreshold * this.fresh;
+    return this.all.highLoss(this.options.lossThreshold);
+  }
+
+  /** The mode for responses to this client (its prefix's counters); the server-wide one without a client. */
+  highLossModeFor(clientAddress: string | undefined): boolean {
+    if (clientAddress === undefined) return this.highLossMode;
+    const p = this.peers.get(lossPrefix(clientAddress));
+    if (p === undefined) return false;
+    p.decay(this.deps.now(), this.options.decayIntervalMs);
+    return p.highLoss(this.options.lossThreshold);
   }
 
   counters(): ChannelCounters {
     const highLossMode = this.highLossMode;
+    let highLossPeers = 0;
+    for (const p of this.peers.values()) {
+      p.decay(this.deps.now(), this.options.decayIntervalMs);
+      if (p.highLoss(this.options.lossThreshold)) highLossPeers++;
+    }
     return {
-      fresh: this.fresh,
-      resent: this.resent,
+      fresh: this.all.fresh,
+      resent: this.all.resent,
       freshTotal: this.freshTotal,
       resentTotal: this.resentTotal,
       ignoredResends: this.ignored,
       highLossMode,
+      highLossPeers,
+      peers: this.peers.size,
       ringEntries: this.ring.size,
     };
   }
 
   private decay(): void {
-    const interval = this.options.decayIntervalMs;
-    if (!(interval > 0) || !Number.isFinite(interval)) return;
-    const now = this.deps.now();
-    const elapsed = now - this.lastDecay;
-    if (!(elapsed >= interval)) {
-      if (elapsed < 0) this.lastDecay = now; // clock went backwards: restart the period
-      return;
-    }
-    const steps = Math.floor(elapsed / interval);
-    this.lastDecay += steps * interval;
-    const factor = steps >= 64 ? 0 : Math.pow(2, -steps);
-    this.fresh = snap(this.fresh * factor);
-    this.resent = snap(this.resent * factor);
+    this.all.decay(this.deps.now(), this.options.decayIntervalMs);
   }
 }
 

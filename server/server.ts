@@ -23,6 +23,13 @@ import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, t
 export interface ServerLimits {
   /** Simultaneous client-opened TCP connections. */
   maxConnections: number;
+  /** Simultaneous client-opened TCP connections from one address: one address cannot take every slot. */
+  maxConnectionsPerAddress: number;
+  /**
+   * A request on a client-opened connection must be complete this long after its first byte (ms): a client that
+   * trickles a header line every few seconds (slowloris) keeps the idle timeout from firing, not this one.
+   */
+  headTimeoutMs: number;
   /** Idle timeout of client-opened TCP connections (ms). */
   idleTimeoutMs: number;
   /** Server-opened connections kept open to clients (LRU beyond this is closed). */
@@ -45,6 +52,8 @@ export interface ServerLimits {
 
 export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxConnections: 1024,
+  maxConnectionsPerAddress: 32,
+  headTimeoutMs: 10_000,
   idleTimeoutMs: 30_000,
   poolMax: 256,
   poolIdleMs: 30_000,
@@ -101,6 +110,10 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   /** Client-opened TCP connections accepted. */
   tcpConnectionsAccepted: number;
   tcpConnectionsRejected: number;
+  /** ... of them because their address had maxConnectionsPerAddress open already. */
+  tcpConnectionsRejectedPerAddress: number;
+  /** Client-opened connections closed because a request was not complete within headTimeoutMs. */
+  tcpHeadTimeouts: number;
   /** Requests received over DHTTP request streams (client-opened TCP). */
   dhttpTcpRequests: number;
   /** Plain HTTP/1.1 requests. */
@@ -204,6 +217,8 @@ class Server implements DhttpServer {
   private readonly holdSweep: NodeJS.Timeout;
   private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
   private readonly inbound = new Set<net.Socket>();
+  /** Open client-opened connections per remote address. */
+  private readonly inboundPerAddress = new Map<string, number>();
   /** Compressed bodies for plain HTTP/1.1 answers, per file version and coding. */
   private readonly coded = new CodedBodyCache();
   private udpInFlight = 0;
@@ -249,6 +264,8 @@ class Server implements DhttpServer {
       refusedPorts: 0,
       tcpConnectionsAccepted: 0,
       tcpConnectionsRejected: 0,
+      tcpConnectionsRejectedPerAddress: 0,
+      tcpHeadTimeouts: 0,
       dhttpTcpRequests: 0,
       httpRequests: 0,
       tcpMalformed: {},
@@ -352,7 +369,17 @@ class Server implements DhttpServer {
     // CATP (Catp-Mode: catp | inorder) applies to GET only; anything else is answered as usual.
     const mode = req.method === 'GET' && this.catp.enabled ? parseCatpMode(getHeader(req.headers, 'catp-mode')) : null;
     const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
-    if (catpKey !== null && !this.catp.admit(catpKey)) return; // repeats a running session: its repair covers it
+    if (catpKey !== null) {
+      const admitted = this.catp.admit(catpKey, client);
+      if (admitted === 'repeat') return; // repeats a running session: its repair covers it
+      if (admitted === 'over-limit') {
+        // This address has its share of the session table: ask for TCP (its own connection), as an overloaded
+        // server does (DHTTP paper VI-B3); the answer is smaller than the request.
+        this.c.retryOverTcp++;
+        this.sendUdp(encodeResponse(id, serializeResponse(retryOverTcpResponse())), rinfo, resend);
+        return;
+      }
+    }
 
     // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
     const dtdKey = `${client}|${idHex}`;
@@ -371,7 +398,7 @@ class Server implements DhttpServer {
         // (The request stays pending while its page is encoded: repeats meanwhile are ignored.)
         if (mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo))) {
           // The answer goes over UDP: it counts as a fresh UDP answer in the loss ratio, like any other.
-          this.chooser.sentUdp(resend);
+          this.chooser.sentUdp(resend, client);
           return;
         }
         if (catpKey !== null) this.catp.abandon(catpKey);
@@ -427,7 +454,7 @@ class Server implements DhttpServer {
   private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean): void {
     const http = serializeResponse(res, { head: method === 'HEAD' });
     this.countPayload(res, method);
-    const decision = this.chooser.choose(ID_BYTES + http.length, resend);
+    const decision = this.chooser.choose(ID_BYTES + http.length, resend, rinfo.address);
     const bytes = encodeResponse(id, http);
     if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend);
     else this.sendTcp(rinfo.address, otherPort, idHex, bytes);
@@ -524,7 +551,7 @@ class Server implements DhttpServer {
           return;
         }
         this.c.udpResponses++;
-        this.chooser.sentUdp(resend);
+        this.chooser.sentUdp(resend, rinfo.address);
       });
     } catch {
       this.c.udpSendErrors++; // socket closed under us, or an address the kernel refuses
@@ -604,9 +631,23 @@ class Server implements DhttpServer {
       sock.destroy();
       return;
     }
+    const address = sock.remoteAddress ?? '';
+    const open = this.inboundPerAddress.get(address) ?? 0;
+    if (open >= this.limits.maxConnectionsPerAddress) {
+      this.c.tcpConnectionsRejected++;
+      this.c.tcpConnectionsRejectedPerAddress++;
+      sock.destroy();
+      return;
+    }
+    this.inboundPerAddress.set(address, open + 1);
     this.c.tcpConnectionsAccepted++;
     this.inbound.add(sock);
-    sock.on('close', () => this.inbound.delete(sock));
+    sock.on('close', () => {
+      this.inbound.delete(sock);
+      const n = (this.inboundPerAddress.get(address) ?? 1) - 1;
+      if (n <= 0) this.inboundPerAddress.delete(address);
+      else this.inboundPerAddress.set(address, n);
+    });
     sock.on('error', () => {
       /* resets are normal */
     });
@@ -621,6 +662,7 @@ class Server implements DhttpServer {
         if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
       },
       internalError: () => this.c.internalErrors++,
+      headTimeout: () => this.c.tcpHeadTimeouts++,
       dhttpRequest: () => this.c.dhttpTcpRequests++,
       httpRequest: () => this.c.httpRequests++,
     });
@@ -655,6 +697,7 @@ class Server implements DhttpServer {
 interface ConnHooks {
   malformed(code: string): void;
   internalError(): void;
+  headTimeout(): void;
   dhttpRequest(): void;
   httpRequest(): void;
 }
@@ -691,6 +734,8 @@ class InboundConnection {
   /** DTD: bodies held for a PROCEED on this connection, by request ID (bounded like the pipeline). */
   private readonly holds = new Map<string, HttpResponse>();
   private readonly decided = new Set<string>();
+  /** Runs from the first byte of a request until it is complete (limits.headTimeoutMs). */
+  private headDeadline: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly sock: net.Socket,
@@ -708,10 +753,28 @@ class InboundConnection {
       void this.pump();
     });
     sock.on('drain', () => this.flowControl());
+    sock.on('close', () => this.clearHeadDeadline());
+  }
+
+  private armHeadDeadline(): void {
+    this.headDeadline = setTimeout(() => {
+      this.headDeadline = null;
+      // Paused by us (answers not yet written, the pipeline full): the wait is ours, not the client's.
+      if (this.paused) return this.armHeadDeadline();
+      this.hooks.headTimeout();
+      this.sock.destroy();
+    }, this.limits.headTimeoutMs);
+    this.headDeadline.unref();
+  }
+
+  private clearHeadDeadline(): void {
+    if (this.headDeadline !== null) clearTimeout(this.headDeadline);
+    this.headDeadline = null;
   }
 
   private onData(chunk: Buffer): void {
     if (this.stopParsing || chunk.length === 0) return;
+    if (this.headDeadline === null) this.armHeadDeadline();
     if (!this.dhttp && !this.http) {
       if (isDhttpStreamStart(chunk[0])) this.dhttp = new DhttpRequestStream(INBOUND_HTTP_LIMITS);
       else this.http = new RequestParser(INBOUND_HTTP_LIMITS);
@@ -729,11 +792,13 @@ class InboundConnection {
           const m = this.dhttp.next();
           if (!m) break;
           this.hooks.dhttpRequest();
+          this.clearHeadDeadline();
           this.queue.push({ kind: 'dhttp', id: m.id, request: m.request });
         } else if (this.http) {
           const r = this.http.next();
           if (!r) break;
           this.hooks.httpRequest();
+          this.clearHeadDeadline();
           this.queue.push({ kind: 'http', request: r });
           if (!keepAlive(r)) this.stopParsing = true;
         } else {

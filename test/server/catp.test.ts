@@ -14,6 +14,7 @@ import { seededRng } from '../../protocol/random';
 import { startServer, type DhttpServer, type ServerCounters } from '../../server';
 import {
   decodeResponseDatagram,
+  getHeader,
   encodeRequest,
   idToHex,
   newRequestId,
@@ -588,6 +589,28 @@ describe('CATP limits and shutdown', () => {
     } finally {
       client.close();
       c2.close();
+      await server.close();
+    }
+  });
+
+  test("maxSessionsPerAddress: one address's sessions beyond its share are asked to resend over TCP; another address still gets frames", async () => {
+    const server = await startServer({ root, rng: seededRng(3), catp: { maxSessionsPerAddress: 2 } });
+    const greedy = await new CatpClient(server, '127.0.9.9').start();
+    const other = await new CatpClient(server).start();
+    try {
+      // two sessions that never report (a silent peer): they stay in the table
+      for (let i = 0; i < 2; i++) await greedy.request(`/${pages[1].name}`, [['Catp-Mode', 'catp']]);
+      await waitFor(() => server.counters().catpActive === 2, 'two sessions');
+      const third = await greedy.request(`/${pages[1].name}`, [['Catp-Mode', 'catp']]);
+      const res = await greedy.normalResponse(third);
+      expect(res.status).toBe(421);
+      expect(getHeader(res.headers, 'dhttp-retry')).toBe('tcp');
+      expect(server.counters().catpRefusedPerAddress).toBe(1);
+      await other.request('/small.html', [['Catp-Mode', 'catp']]);
+      await waitFor(() => other.framesSeen > 0, 'frames for the other address');
+    } finally {
+      greedy.close();
+      other.close();
       await server.close();
     }
   });

@@ -119,14 +119,16 @@ class Client {
   constructor(
     readonly server: DhttpServer,
     readonly host = '127.0.0.1',
+    /** the client's own address (another loopback address: another client of the same server) */
+    readonly bindHost = host,
   ) {
     this.udp = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
     this.udp.on('message', (msg, rinfo) => this.inbox.push({ msg, rinfo }));
   }
 
   async start(): Promise<this> {
-    await new Promise<void>((r) => this.udp.bind(0, this.host, () => r()));
-    this.tcpPort = await this.tcp.listen(this.host);
+    await new Promise<void>((r) => this.udp.bind(0, this.bindHost, () => r()));
+    this.tcpPort = await this.tcp.listen(this.bindHost);
     return this;
   }
 
@@ -586,6 +588,35 @@ describe('high-loss mode', () => {
   });
 });
 
+describe('high-loss mode is per client prefix', () => {
+  test("one address's resends (300, as an attacker would send them) move only its own /24 to TCP; another client's small answers stay on UDP", async () => {
+    const server = await startServer({ root, rng: seededRng(4), channel: { decayIntervalMs: 0 } });
+    const noisy = await new Client(server, '127.0.0.1', '127.0.9.9').start();
+    const quiet = await new Client(server, '127.0.0.1').start();
+    try {
+      for (let i = 0; i < 300; i++) await noisy.request('/small.bin', { resend: true });
+      await waitFor(() => server.counters().channel.resentTotal >= 300, 'the resends counted');
+      expect(server.counters().highLossMode).toBe(true); // the server-wide statistic sees them
+      expect(server.counters().channel.highLossPeers).toBe(1);
+      const ids: Uint8Array[] = [];
+      for (let i = 0; i < 20; i++) ids.push(await quiet.request('/small.bin'));
+      let overUdp = 0;
+      for (const id of ids) if ((await quiet.anyReply(id)).channel === 'udp') overUdp++;
+      expect(overUdp).toBe(20);
+      // the noisy prefix itself is in high-loss mode: its fresh requests go (~99%) over TCP
+      const noisyIds: Uint8Array[] = [];
+      for (let i = 0; i < 10; i++) noisyIds.push(await noisy.request('/small.bin'));
+      let noisyTcp = 0;
+      for (const id of noisyIds) if ((await noisy.anyReply(id)).channel === 'tcp') noisyTcp++;
+      expect(noisyTcp).toBeGreaterThanOrEqual(9);
+    } finally {
+      await noisy.close();
+      await quiet.close();
+      await server.close();
+    }
+  });
+});
+
 describe('IPv6', () => {
   test('::1: small over UDP, large over a server-opened TCP connection, plain HTTP', async () => {
     const server = await startServer({ root, host: '::1' });
@@ -625,6 +656,50 @@ describe('limits', () => {
       expect(server.counters().tcpConnectionsRejected).toBe(1);
     } finally {
       for (const s of socks) s.destroy();
+      await server.close();
+    }
+  });
+
+  test('maxConnectionsPerAddress: one address cannot take every slot; another address is still served', async () => {
+    const server = await startServer({ root, limits: { maxConnections: 40, maxConnectionsPerAddress: 8 } });
+    const socks: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const s = net.connect({ port: server.port, host: '127.0.0.1', localAddress: '127.0.9.9' });
+        s.on('error', () => undefined);
+        socks.push(s);
+        await new Promise<void>((r) => s.on('connect', () => r()));
+      }
+      await waitFor(() => server.counters().tcpConnectionsRejectedPerAddress === 4, 'four refused');
+      expect(server.counters().tcpConnectionsAccepted).toBe(8);
+      const out = await tcpExchange(server.port, ['GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']);
+      expect(parseHttpResponses(out, ['GET'])[0].status).toBe(200);
+    } finally {
+      for (const s of socks) s.destroy();
+      await server.close();
+    }
+  });
+
+  test('slowloris: a request still incomplete headTimeoutMs after its first byte closes the connection, though lines keep coming', async () => {
+    const server = await startServer({ root, limits: { headTimeoutMs: 400, idleTimeoutMs: 5000 } });
+    const sock = net.connect(server.port, '127.0.0.1');
+    sock.on('error', () => undefined);
+    const closed = new Promise<number>((ok) => sock.once('close', () => ok(Date.now())));
+    try {
+      await new Promise<void>((r) => sock.on('connect', () => r()));
+      const start = Date.now();
+      sock.write('GET /small.bin HTTP/1.1\r\nHost: x\r\n');
+      const trickle = setInterval(() => sock.writable && sock.write(`X-Slow-${Date.now()}: 1\r\n`), 100);
+      const at = await closed;
+      clearInterval(trickle);
+      expect(at - start).toBeGreaterThanOrEqual(350);
+      expect(at - start).toBeLessThan(3000);
+      expect(server.counters().tcpHeadTimeouts).toBe(1);
+      // a complete request within the deadline is answered, and the deadline starts again for the next one
+      const out = await tcpExchange(server.port, ['GET /small.bin HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']);
+      expect(parseHttpResponses(out, ['GET', 'GET']).map((r) => r.status)).toEqual([200, 200]);
+    } finally {
+      sock.destroy();
       await server.close();
     }
   });

@@ -1,4 +1,4 @@
-import { ChannelChooser, RecentKeyRing, type ChannelOptions } from '../../../server/channel-choice';
+import { ChannelChooser, lossPrefix, RecentKeyRing, type ChannelOptions } from '../../../server/channel-choice';
 import { seededRng } from '../../../protocol/random';
 
 function make(opts: Partial<ChannelOptions> = {}, seed = 1) {
@@ -169,5 +169,41 @@ describe('channel choice (DHTTP III-C)', () => {
     expect(chooser.choose(101, false).channel).toBe('tcp');
     expect(() => make({ highLossTcpFraction: 2 })).toThrow(RangeError);
     expect(() => make({ lossThreshold: -1 })).toThrow(RangeError);
+  });
+});
+
+describe('per client prefix (one client cannot move the whole server into high-loss mode)', () => {
+  test('prefixes: IPv4 /24, IPv6 /48, IPv4-mapped as IPv4', () => {
+    expect(lossPrefix('192.0.2.77')).toBe('192.0.2.0/24');
+    expect(lossPrefix('::ffff:192.0.2.77')).toBe('192.0.2.0/24');
+    expect(lossPrefix('2001:db8:1:2::1')).toBe('2001:db8:1::/48');
+    expect(lossPrefix('2001:db8::1')).toBe('2001:db8:0::/48');
+    expect(lossPrefix('2001:0db8:0001:ffff:0:0:0:1')).toBe('2001:db8:1::/48');
+    expect(lossPrefix('::1')).toBe('0:0:0::/48');
+  });
+
+  test("a prefix's resends change its own mode only; the server-wide statistic still sees them", () => {
+    const { chooser } = make({ decayIntervalMs: 0 });
+    for (let i = 0; i < 50; i++) {
+      chooser.choose(500, false, '10.0.0.1');
+      chooser.sentUdp(false, '10.0.0.1');
+      chooser.choose(500, false, '10.0.1.1');
+      chooser.sentUdp(false, '10.0.1.1');
+    }
+    for (let i = 0; i < 10; i++) expect(chooser.admit('10.0.1.1', `r${i}`, true)).toBe('process');
+    expect(chooser.highLossModeFor('10.0.1.200')).toBe(true); // same /24
+    expect(chooser.highLossModeFor('10.0.0.1')).toBe(false);
+    expect(chooser.highLossModeFor('203.0.113.9')).toBe(false); // never seen: low-loss
+    expect(chooser.choose(500, false, '10.0.0.1')).toEqual({ channel: 'udp', reason: 'low-loss' });
+    expect(chooser.choose(500, false, '10.0.1.1').reason).toMatch(/^high-loss/);
+    expect(chooser.highLossMode).toBe(true);
+    expect(chooser.counters()).toMatchObject({ highLossPeers: 1, peers: 2 });
+  });
+
+  test('the prefixes remembered are bounded (least recently seen forgotten)', () => {
+    const { chooser } = make({ maxPeers: 100, decayIntervalMs: 0 });
+    for (let i = 0; i < 1000; i++) chooser.admit(`10.${i >> 8}.${i & 255}.1`, `x${i}`, true);
+    expect(chooser.counters().peers).toBe(100);
+    expect(() => make({ maxPeers: 0 })).toThrow(RangeError);
   });
 });
