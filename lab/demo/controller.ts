@@ -199,12 +199,11 @@ export class DemoController {
     view.progress(runId, 'opening the panes');
     view.showPanes(runId, panes.map((p) => ({ transport: p.transport, appUrl: p.appUrl })));
     await Promise.all(panes.map((p) => nextMessage(p, ['ready'], 30_000, "the pane's renderer connecting")));
-    const origin = page.urlPath;
-    const urlFor = (t: DemoTransport, link: Link) => `${t === 'tcp' ? 'http' : 'dhttp'}://${link.serverAddress}:8080${origin}`;
-    const startedAtEpochMs = Date.now();
-    await view.loadStarting(runId, startedAtEpochMs);
+    const urlFor = (t: DemoTransport, link: Link) => `${t === 'tcp' ? 'http' : 'dhttp'}://${link.serverAddress}:8080${page.urlPath}`;
+    await view.loadStarting(runId, Date.now());
     view.progress(runId, 'loading');
-    // the same moment: three writes in one turn of the event loop
+    // the same moment: three writes in one turn of the event loop (the filmstrip's time 0)
+    const startedAtEpochMs = Date.now();
     for (const p of panes) p.host!.stdin!.write(`${JSON.stringify({ type: 'go', url: urlFor(p.transport, p.link) })}\n`);
     const results = await Promise.all(panes.map(async (p): Promise<PaneResult> => {
       let result: PaneResult;

@@ -39,7 +39,8 @@ function alive(pid: number): boolean {
 }
 
 const netnsList = () => spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
-const tempLogs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('catp-linkemu-'));
+/** The emulator logs in the temp dir that `pids` created (a lab run beside the tests has its own: not ours to count). */
+const tempLogs = (pids: readonly number[]) => fs.readdirSync(os.tmpdir()).filter((f) => pids.some((p) => f.startsWith(`catp-linkemu-${p}-`)));
 
 async function eventually(pred: () => boolean, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
@@ -116,7 +117,7 @@ function startChild(dir: string, mode: 'close' | 'die', rootless: boolean): {
   return { child, closed, next };
 }
 
-async function expectNothingLeft(up: { pid: number; inodes: { client: number; server: number }; sleepers: number[] }, netnsBefore: string, logsBefore: string[]): Promise<void> {
+async function expectNothingLeft(up: { pid: number; inodes: { client: number; server: number }; sleepers: number[] }, netnsBefore: string, logsBefore: string[], logPids: readonly number[]): Promise<void> {
   const inodes = [up.inodes.client, up.inodes.server];
   // The emulator's exit sweep is synchronous, but the kernel reaps asynchronously: allow a moment.
   expect(await eventually(() => pidsIn(inodes).length === 0 && !alive(up.pid) && up.sleepers.every((p) => !alive(p)), 5000)).toBe(true);
@@ -124,7 +125,7 @@ async function expectNothingLeft(up: { pid: number; inodes: { client: number; se
   expect(alive(up.pid)).toBe(false);
   expect(netnsList()).toBe(netnsBefore);
   expect(spawnSync('ip', ['link', 'show', 'catp0']).status).not.toBe(0);
-  expect(tempLogs()).toEqual(logsBefore);
+  expect(tempLogs(logPids)).toEqual(logsBefore);
 }
 
 let childDir = '';
@@ -138,7 +139,7 @@ afterAll(() => {
 
 test('close() leaves no namespace, device, process or temp file behind', async () => {
   const netnsBefore = netnsList();
-  const logsBefore = tempLogs();
+  const logsBefore = tempLogs([process.pid]);
   const link = await startLink({ delayMs: 1 });
   const inodes = [link.netnsInodes.client, link.netnsInodes.server];
   expect(link.netnsInodes.client).not.toBe(link.netnsInodes.server);
@@ -154,7 +155,7 @@ test('close() leaves no namespace, device, process or temp file behind', async (
   const inside = pidsIn(inodes);
   const counters = await link.close();
   expect(counters.c2s).toBeDefined();
-  await expectNothingLeft({ pid: link.pid, inodes: link.netnsInodes, sleepers: [sh.pid!, term.pid!, ...inside] }, netnsBefore, logsBefore);
+  await expectNothingLeft({ pid: link.pid, inodes: link.netnsInodes, sleepers: [sh.pid!, term.pid!, ...inside] }, netnsBefore, logsBefore, [process.pid]);
   await expect(link.counters()).rejects.toThrow(/closed/);
   expect(() => link.spawnIn('client', 'true')).toThrow(/closed/);
 });
@@ -164,8 +165,8 @@ for (const rootless of [false, true]) {
   describe(who, () => {
     test('a link works and close() leaves nothing behind', async () => {
       const netnsBefore = netnsList();
-      const logsBefore = tempLogs();
-      const { closed: childClosed, next } = startChild(childDir, 'close', rootless);
+      const { child, closed: childClosed, next } = startChild(childDir, 'close', rootless);
+      const logsBefore = tempLogs([child.pid!]);
       const up = (await next('up')) as unknown as Up;
       if (rootless) {
         expect(up.uid).toBe(NOBODY);
@@ -177,18 +178,18 @@ for (const rootless of [false, true]) {
       const closed = (await next('closed')) as { counters: { c2s: { delivered: number } } };
       expect(closed.counters.c2s.delivered).toBe(20);
       await childClosed;
-      await expectNothingLeft(up, netnsBefore, logsBefore);
+      await expectNothingLeft(up, netnsBefore, logsBefore, [child.pid!]);
     });
 
     test('SIGKILL of the orchestrating process still leaves nothing behind', async () => {
       const netnsBefore = netnsList();
-      const logsBefore = tempLogs();
       const { child, closed: childClosed, next } = startChild(childDir, 'die', rootless);
+      const logsBefore = tempLogs([child.pid!]);
       const up = (await next('up')) as unknown as Up;
       expect(pidsIn([up.inodes.client, up.inodes.server]).length).toBeGreaterThanOrEqual(5);
       child.kill('SIGKILL');
       await childClosed;
-      await expectNothingLeft(up, netnsBefore, logsBefore);
+      await expectNothingLeft(up, netnsBefore, logsBefore, [child.pid!]);
     });
   });
 }
