@@ -8,7 +8,8 @@
 // protocol error code; nothing a peer sends can crash the process or grow memory without bound.
 import * as dgram from 'dgram';
 import * as net from 'net';
-import { randomBytes } from 'crypto';
+import { createHash, randomBytes } from 'crypto';
+import { AddressTokens, AmplificationBudget, RETRY_TOKEN, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
 import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
 import { CodedBodyCache, codeResponse } from './content-coding';
@@ -121,6 +122,11 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   /** Client-opened TCP streams closed for malformed input, by error code. */
   tcpMalformed: Record<string, number>;
   tcpIdleTimeouts: number;
+  /** Address validation: answers replaced by "ask again with this token", datagrams not sent for the 3× budget, tokens that did not check out. */
+  tokenRetries: number;
+  amplificationDropped: number;
+  badTokens: number;
+  amplification: AmplificationCounters;
   /** Responses that could not be produced or serialized (a bug, not the peer's fault). */
   internalErrors: number;
   highLossMode: boolean;
@@ -162,6 +168,20 @@ function cryptoRng(): () => number {
   };
 }
 
+/** Too large an answer for an unproven address: the token, and "ask again with it" (address-validation.ts). */
+function retryWithTokenResponse(token: string): HttpResponse {
+  return {
+    status: 421,
+    reason: 'Misdirected Request',
+    headers: [
+      ['DHTTP-Retry', RETRY_TOKEN],
+      [TOKEN_HEADER, token],
+      ['Content-Length', '0'],
+    ],
+    body: new Uint8Array(0),
+  };
+}
+
 function retryOverTcpResponse(): HttpResponse {
   return {
     status: 421,
@@ -189,6 +209,8 @@ interface UdpHoldCtx {
   otherPort: number;
   id: Uint8Array;
   idHex: string;
+  /** the request carried a valid address token */
+  proven: boolean;
 }
 
 /** An announced body being written at once on a server-opened connection (abort / auto-proceed). */
@@ -208,7 +230,7 @@ interface Outbound {
 class Server implements DhttpServer {
   readonly port: number;
   readonly host: string;
-  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | keyof CatpCounters | keyof DtdCounters>;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | 'amplification' | keyof CatpCounters | keyof DtdCounters>;
   private readonly catp: CatpSessions;
   private readonly dtdC = newDtdCounters();
   private readonly dtdEnabled: boolean;
@@ -222,6 +244,9 @@ class Server implements DhttpServer {
   /** Compressed bodies for plain HTTP/1.1 answers, per file version and coding. */
   private readonly coded = new CodedBodyCache();
   private udpInFlight = 0;
+  /** Address validation: tokens that prove a source address, and what each unproven address may still get. */
+  private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256: (b) => new Uint8Array(createHash('sha256').update(b).digest()) });
+  private readonly budget = new AmplificationBudget();
   private closed = false;
   private closing: Promise<void> | null = null;
 
@@ -270,6 +295,9 @@ class Server implements DhttpServer {
       httpRequests: 0,
       tcpMalformed: {},
       tcpIdleTimeouts: 0,
+      tokenRetries: 0,
+      amplificationDropped: 0,
+      badTokens: 0,
       internalErrors: 0,
     };
     udp.on('message', (msg, rinfo) => this.onDatagram(msg, rinfo));
@@ -300,6 +328,7 @@ class Server implements DhttpServer {
       udpMalformed: { ...this.c.udpMalformed },
       tcpMalformed: { ...this.c.tcpMalformed },
       highLossMode: channel.highLossMode,
+      amplification: this.budget.counters(),
       channel,
     };
   }
@@ -309,6 +338,7 @@ class Server implements DhttpServer {
   private onDatagram(msg: Buffer, rinfo: dgram.RemoteInfo): void {
     if (this.closed) return;
     this.c.udpDatagrams++;
+    this.budget.received(rinfo.address, msg.length);
     if (isCatpReport(msg)) {
       // A CATP loss report (byte 11 = 0xCA, never the first byte of an HTTP method): routed by
       // (address, ID); its otherPort is not a DHTTP port and is not checked.
@@ -336,6 +366,11 @@ class Server implements DhttpServer {
       bump(this.c.udpMalformed, errorCode(e));
       return;
     }
+    // Proven: this request carries a token we handed out at this address (proof is per request, never
+    // remembered per address: a spoofer of a client that once proved itself has no token).
+    const token = getHeader(req.headers, 'catp-token');
+    const proven = token !== null && this.tokens.check(token, rinfo.address, this.now());
+    if (token !== null && !proven) this.c.badTokens++;
     if (isDecisionRequest(req)) {
       // DTD PROCEED / DON'T-BOTHER on the ID of a request answered before: not a request, not in the loss ratio.
       this.onDecision(req, dreq.id, dreq.resend, rinfo);
@@ -368,6 +403,11 @@ class Server implements DhttpServer {
 
     // CATP (Catp-Mode: catp | inorder) applies to GET only; anything else is answered as usual.
     const mode = req.method === 'GET' && this.catp.enabled ? parseCatpMode(getHeader(req.headers, 'catp-mode')) : null;
+    if (mode !== null && !proven) {
+      // A stream is far more than any request: never to an address that has not shown it receives there.
+      this.refuseUnproven(id, rinfo, resend);
+      return;
+    }
     const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
     if (catpKey !== null) {
       const admitted = this.catp.admit(catpKey, client);
@@ -385,7 +425,7 @@ class Server implements DhttpServer {
     const dtdKey = `${client}|${idHex}`;
     const held = this.holds.get(dtdKey);
     if (held !== undefined) {
-      this.sendAnswer(announcement(held.res, true), 'GET', id, idHex, rinfo, otherPort, resend);
+      this.sendAnswer(announcement(held.res, true), 'GET', id, idHex, rinfo, otherPort, resend, proven || held.ctx.proven);
       return;
     }
     const dtdMode = this.dtdEnabled && mode === null ? readMode(req.headers, this.dtdC) : null;
@@ -405,16 +445,20 @@ class Server implements DhttpServer {
         if (this.closed) return;
         const plan = planFor(dtdMode, req.method, res);
         if (plan === 'hold') {
-          if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex }, this.now())) {
+          if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex, proven }, this.now())) {
             this.dtdC.dtdAnnounced++;
             this.dtdC.dtdHeld++;
-            this.sendAnswer(announcement(res, true), 'GET', id, idHex, rinfo, otherPort, resend);
+            this.sendAnswer(announcement(res, true), 'GET', id, idHex, rinfo, otherPort, resend, proven);
             return;
           }
           this.dtdC.dtdHoldRefused++;
         }
         if (plan !== 'none') {
           const http = serializeResponse(res);
+          if (ID_BYTES + http.length > MAX_DATAGRAM_PAYLOAD && !proven) {
+            this.refuseUnproven(id, rinfo, resend); // it would go over a connection we open: only to a proven address
+            return;
+          }
           if (ID_BYTES + http.length > MAX_DATAGRAM_PAYLOAD) {
             // Announce, then the body at once on the same server-opened connection; a DON'T-BOTHER (or the
             // client closing that connection) cuts it short.
@@ -439,7 +483,7 @@ class Server implements DhttpServer {
           }
           // One datagram: no announcement; the digest rides in the answer.
         }
-        this.sendAnswer(res, req.method, id, idHex, rinfo, otherPort, resend);
+        this.sendAnswer(res, req.method, id, idHex, rinfo, otherPort, resend, proven);
       })
       .catch(() => {
         this.c.internalErrors++;
@@ -450,14 +494,29 @@ class Server implements DhttpServer {
       });
   }
 
-  /** A full response (or an announcement) on the channel the chooser picks. */
-  private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean): void {
-    const http = serializeResponse(res, { head: method === 'HEAD' });
-    this.countPayload(res, method);
+  /**
+   * A full response (or an announcement) on the channel the chooser picks. To an unproven address (`proven`
+   * false: the request had no valid token) it carries a token, and it goes only if it fits the address's 3×
+   * budget over UDP; else the answer is "ask again with this token" (address-validation.ts).
+   */
+  private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean, proven: boolean): void {
+    const withToken = proven ? res : { ...res, headers: [...res.headers, [TOKEN_HEADER, this.tokens.issue(rinfo.address, this.now())] as [string, string]] };
+    const http = serializeResponse(withToken, { head: method === 'HEAD' });
     const decision = this.chooser.choose(ID_BYTES + http.length, resend, rinfo.address);
     const bytes = encodeResponse(id, http);
-    if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend);
+    if (!proven && (decision.channel === 'tcp' || !this.budget.allows(rinfo.address, bytes.length))) {
+      this.refuseUnproven(id, rinfo, resend);
+      return;
+    }
+    this.countPayload(res, method);
+    if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend, proven);
     else this.sendTcp(rinfo.address, otherPort, idHex, bytes);
+  }
+
+  /** "Ask again with this token": a small answer (≤ 3× the padded request a client without a token sends). */
+  private refuseUnproven(id: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
+    this.c.tokenRetries++;
+    this.sendUdp(encodeResponse(id, serializeResponse(retryWithTokenResponse(this.tokens.issue(rinfo.address, this.now())))), rinfo, resend, false);
   }
 
   private countPayload(res: HttpResponse, method: string): void {
@@ -482,7 +541,7 @@ class Server implements DhttpServer {
       if (decision === 'proceed') {
         this.dtdC.dtdProceeds++;
         const ctx = hold.ctx;
-        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend);
+        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend, ctx.proven);
       } else {
         this.dtdC.dtdDontBothers++;
       }
@@ -510,7 +569,7 @@ class Server implements DhttpServer {
         // Our body did not arrive: send it again, over TCP (it is an answer to a resend).
         this.dtdC.dtdRepeatedProceeds++;
         const ctx = past.ctx;
-        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true);
+        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true, ctx.proven);
       } else {
         this.dtdC.dtdLateDecisions++;
       }
@@ -543,7 +602,15 @@ class Server implements DhttpServer {
     });
   }
 
-  private sendUdp(bytes: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
+  /** One datagram; to an unproven address only within its 3× budget (else dropped and counted). */
+  private sendUdp(bytes: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean, proven = false): void {
+    if (!proven) {
+      if (!this.budget.allows(rinfo.address, bytes.length)) {
+        this.c.amplificationDropped++;
+        return;
+      }
+      this.budget.sent(rinfo.address, bytes.length);
+    }
     try {
       this.udp.send(bytes, rinfo.port, rinfo.address, (err) => {
         if (err) {

@@ -19,6 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
+import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 
 export interface DhttpClientOptions {
@@ -118,6 +119,8 @@ export interface ClientCounters {
   resends: number;
   fallbacks: number;
   retriesOverTcp: number;
+  /** Requests sent again with the server's address token (`Dhttp-Retry: token`: the answer was too large for an unproven address). */
+  retriesWithToken: number;
   failed: number;
   cancelled: number;
   dropped: { unknownId: number; duplicate: number; malformed: number; total: number };
@@ -146,6 +149,8 @@ interface Origin {
   /** Plain HTTP requests waiting for the connection (served one at a time, in order). */
   httpQueue: Req[];
   httpInFlight: Req | null;
+  /** The server's address token for us (address-validation.ts), echoed in UDP requests; null: none yet. */
+  token: string | null;
 }
 
 type ReqState = 'udp' | 'tcp' | 'http';
@@ -157,6 +162,10 @@ interface Req {
   origin: Origin;
   method: string;
   http: Uint8Array;
+  /** What `http` was made of: UDP sends rebuild it with the origin's token, or padded (address-validation.ts). */
+  parts: { path: string; headers: HttpHeaders; body: Uint8Array };
+  /** Sent again once with a token after `Dhttp-Retry: token`. */
+  tokenRetried: boolean;
   state: ReqState;
   registered: boolean;
   resends: number;
@@ -234,6 +243,7 @@ export class DhttpClient {
     resends: 0,
     fallbacks: 0,
     retriesOverTcp: 0,
+    retriesWithToken: 0,
     failed: 0,
     cancelled: 0,
     dropped: { unknownId: 0, duplicate: 0, malformed: 0, total: 0 },
@@ -301,6 +311,8 @@ export class DhttpClient {
       origin,
       method,
       http,
+      parts: { path: target.path, headers, body },
+      tokenRetried: false,
       state: 'udp',
       registered: false,
       resends: 0,
@@ -480,6 +492,21 @@ export class DhttpClient {
       return;
     }
     req.origin.knowledge = 'dhttp';
+    this.learnToken(req.origin, response);
+    if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === RETRY_TOKEN && req.state === 'udp') {
+      // Too large an answer for an address the server has not seen proven: again, with the token just received
+      // (once; a second refusal goes over our own TCP connection, which proves the address by its handshake).
+      if (!req.tokenRetried && req.origin.token !== null) {
+        req.tokenRetried = true;
+        this.stats.retriesWithToken++;
+        this.sendUdp(req, nowMs);
+      } else {
+        this.stats.retriesOverTcp++;
+        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
+        this.sendDhttpTcp(req, false, nowMs);
+      }
+      return;
+    }
     if (this.announced(req, response, 'udp', null, nowMs)) return;
     if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp') {
       if (req.state === 'udp') {
@@ -605,12 +632,36 @@ export class DhttpClient {
     return Math.min(this.opts.initialTimeoutMs * Math.pow(this.opts.backoffFactor, resends), this.opts.maxTimeoutMs);
   }
 
+  /**
+   * The request as a datagram carries it: with the origin's address token, or, without one, padded to
+   * MIN_UNPROVEN_REQUEST_BYTES so that the server may answer a small response (3× what it received).
+   */
+  private udpHttp(req: Req): Uint8Array {
+    const { path, headers, body } = req.parts;
+    const token = req.origin.token;
+    if (token !== null) {
+      const withToken = serializeRequest({ method: req.method, target: path, headers: [...headers, [TOKEN_HEADER, token]], body });
+      if (11 + withToken.length <= MAX_DATAGRAM_PAYLOAD) return withToken;
+      return req.http;
+    }
+    const padHeader = PAD_HEADER.length + 4; // "Catp-Pad: " + value + CRLF
+    const pad = MIN_UNPROVEN_REQUEST_BYTES - (11 + req.http.length + padHeader);
+    if (pad <= 0) return req.http;
+    return serializeRequest({ method: req.method, target: path, headers: [...headers, [PAD_HEADER, 'x'.repeat(pad)]], body });
+  }
+
+  /** Remembers the address token a server handed out (any answer may carry one). */
+  private learnToken(origin: Origin, response: HttpResponse): void {
+    const t = getHeader(response.headers, TOKEN_HEADER);
+    if (t !== null && t.length <= 64) origin.token = t.trim();
+  }
+
   private sendUdp(req: Req, nowMs: number): void {
     req.state = 'udp';
     req.conn = null;
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.timeoutFor(req.resends);
-    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: req.http });
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: this.udpHttp(req) });
     this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
   }
 
@@ -677,6 +728,7 @@ export class DhttpClient {
       }
       req.origin.knowledge = 'dhttp';
       const r = item.response;
+      this.learnToken(req.origin, r);
       if (this.announced(req, r, 'tcp', conn.key, nowMs)) continue;
       if (r.status === 421 && (getHeader(r.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp' && req.state === 'udp') {
         this.stats.retriesOverTcp++;
@@ -896,7 +948,7 @@ export class DhttpClient {
     const key = `${target.host}:${target.port}`;
     let origin = this.origins.get(key);
     if (origin === undefined) {
-      origin = { key, host: target.host, port: target.port, knowledge: 'unknown', dhttpConn: null, httpConn: null, httpQueue: [], httpInFlight: null };
+      origin = { key, host: target.host, port: target.port, knowledge: 'unknown', dhttpConn: null, httpConn: null, httpQueue: [], httpInFlight: null, token: null };
       this.origins.set(key, origin);
     }
     return origin;

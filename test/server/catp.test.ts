@@ -142,8 +142,18 @@ class CatpClient {
     });
   }
 
+  /** The server's address token for us (address-validation.ts): without it, no stream starts. */
+  token: string | null = null;
+
   async start(): Promise<this> {
     await new Promise<void>((r) => this.udp.bind(0, this.host, () => r()));
+    // first contact, as a DHTTP client makes it: a request padded to 1200 bytes, whose answer carries the token
+    const id = newId();
+    const http = serializeRequest({ method: 'HEAD', target: '/', headers: [['Host', 'test'], ['Catp-Pad', 'x'.repeat(1100)]], body: new Uint8Array(0) });
+    await this.send(encodeRequest({ id, otherPort: this.port, resend: false, http }));
+    const res = await this.normalResponse(id, 'HEAD');
+    this.token = getHeader(res.headers, 'catp-token');
+    this.responses.length = 0;
     return this;
   }
 
@@ -157,7 +167,7 @@ class CatpClient {
 
   request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
-    const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers], body: new Uint8Array(0) });
+    const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers, ...(this.token ? [['Catp-Token', this.token] as [string, string]] : [])], body: new Uint8Array(0) });
     return this.send(encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http })).then(() => id);
   }
 

@@ -34,8 +34,8 @@ async function waitFor(cond: () => boolean, what: string, ms = 5000): Promise<vo
   }
 }
 
-function httpGet(target: string, method = 'GET', body = new Uint8Array(0)): Uint8Array {
-  return serializeRequest({ method, target, headers: [['Host', 'test']], body });
+function httpGet(target: string, method = 'GET', body = new Uint8Array(0), extra: [string, string][] = []): Uint8Array {
+  return serializeRequest({ method, target, headers: [['Host', 'test'], ...extra], body });
 }
 
 // ------------------------------------------------------------------ fixtures
@@ -126,9 +126,21 @@ class Client {
     this.udp.on('message', (msg, rinfo) => this.inbox.push({ msg, rinfo }));
   }
 
-  async start(): Promise<this> {
+  /** The server's address token for us (a client proves its address with it; see address-validation.ts). */
+  token: string | null = null;
+
+  async start(opts: { proven?: boolean } = {}): Promise<this> {
     await new Promise<void>((r) => this.udp.bind(0, this.bindHost, () => r()));
     this.tcpPort = await this.tcp.listen(this.bindHost);
+    if (opts.proven !== false) {
+      // as a DHTTP client does on first contact: a request padded to 1200 bytes, whose answer carries the token
+      const id = newId();
+      await this.send(encodeRequest({ id, otherPort: this.tcpPort, resend: false, http: httpGet('/', 'HEAD', new Uint8Array(0), [['Catp-Pad', 'x'.repeat(1100)]]) }));
+      const { res } = await this.udpReply(id, 'HEAD');
+      this.token = getHeader(res.headers, 'catp-token');
+      this.inbox.length = 0;
+      this.server.counters(); // (nothing else to settle)
+    }
     return this;
   }
 
@@ -138,7 +150,7 @@ class Client {
 
   request(target: string, opts: { id?: Uint8Array; resend?: boolean; method?: string; otherPort?: number } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
-    const http = httpGet(target, opts.method ?? 'GET');
+    const http = httpGet(target, opts.method ?? 'GET', new Uint8Array(0), this.token ? [['Catp-Token', this.token]] : []);
     return this.send(encodeRequest({ id, otherPort: opts.otherPort ?? this.tcpPort, resend: opts.resend ?? false, http })).then(() => id);
   }
 
@@ -341,6 +353,7 @@ describe('garbage never crashes the server', () => {
   const sumMalformed = (c: ServerCounters) => Object.values(c.udpMalformed).reduce((a, b) => a + b, 0);
 
   test('a table of malformed datagrams is dropped and counted by code', async () => {
+    const answeredBefore = server.counters().udpResponses; // the client's token request
     const id = newId();
     const good = encodeRequest({ id, otherPort: 4000, resend: false, http: httpGet('/small.bin') });
     const withPrefix = (http: string | Uint8Array) =>
@@ -374,7 +387,7 @@ describe('garbage never crashes the server', () => {
     }
     await sleep(50);
     expect(client.inbox.length).toBe(0); // never answered
-    expect(server.counters().udpResponses).toBe(0);
+    expect(server.counters().udpResponses).toBe(answeredBefore);
     const ok = await client.request('/small.bin');
     expect((await client.udpReply(ok)).res.status).toBe(200);
   });
@@ -773,5 +786,42 @@ describe('lifecycle', () => {
     const a = await startServer({ root });
     await expect(startServer({ root, port: a.port })).rejects.toThrow();
     await a.close();
+  });
+});
+
+describe('address validation: nothing answers an unproven address with more than 3× what it sent', () => {
+  test('a spoofed-source request (a socket that never proves anything) gets ≤ 3× its bytes: for a small file, a large one, CATP and in-order; the same requests with the token are served in full', async () => {
+    const server = await startServer({ root });
+    const victim = await new Client(server, '127.0.0.1', '127.0.7.7').start({ proven: false });
+    try {
+      let sentBytes = 0;
+      const ask = async (target: string, extra: [string, string][] = []) => {
+        const d = encodeRequest({ id: newId(), otherPort: victim.tcpPort, resend: false, http: httpGet(target, 'GET', new Uint8Array(0), extra) });
+        sentBytes += d.length;
+        await victim.send(d);
+      };
+      await ask('/small.bin');
+      await ask('/big.bin');
+      await ask('/big.bin', [['Catp-Mode', 'catp']]);
+      await ask('/big.bin', [['Catp-Mode', 'inorder']]);
+      await ask("/big.bin", [["Catp-Mode", "catp"]]); // again
+      await sleep(300);
+      const got = victim.inbox.reduce((n, d) => n + d.msg.length, 0);
+      expect(got).toBeLessThanOrEqual(3 * sentBytes);
+      expect(victim.tcp.connections.length).toBe(0); // and no connection was opened to it
+      expect(server.counters().tokenRetries + server.counters().amplificationDropped).toBeGreaterThanOrEqual(4);
+      // every answer it did get says how to prove itself
+      for (const d of victim.inbox) expect(getHeader(parseResponseDatagram(decodeResponseDatagram(d.msg).http, { method: 'GET' }).headers, 'catp-token')).not.toBeNull();
+      // the same address with the token: the small file over UDP, the large one over a connection the server opens
+      const proven = await new Client(server, '127.0.0.1', '127.0.7.8').start();
+      const small1 = await proven.request('/small.bin');
+      expect(Buffer.from((await proven.udpReply(small1)).res.body).equals(small)).toBe(true);
+      const big1 = await proven.request('/big.bin');
+      expect(Buffer.from((await proven.tcp.waitFor(big1)).response.body).equals(big)).toBe(true);
+      await proven.close();
+    } finally {
+      await victim.close();
+      await server.close();
+    }
   });
 });

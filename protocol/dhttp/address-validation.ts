@@ -1,0 +1,177 @@
+// Address validation (QUIC's answer to spoofed sources, RFC 9000 §8, applied to DHTTP): a UDP source address is
+// not proven until the client shows it receives there. Until then the server sends at most 3× the bytes it
+// received from that address, never opens a TCP connection to it, and never starts a stream to it. Proof is a
+// token the server handed out at that address and the client echoes in a later request:
+//
+//   Catp-Token: 1.<bucket>.<mac>     mac = HMAC-SHA256(server key, "1|<address>|<bucket>"), first 16 bytes,
+//                                    base64url; bucket = floor(now / bucketMs), base 36
+//
+// Stateless on the server (any token it issued in the current or the previous bucket checks out against the
+// source address alone), cached per origin on the client. A client that has no token pads its request
+// datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a small first answer fits the 3× budget.
+// Sans-IO: the key, sha-256 and the time come in.
+
+export const TOKEN_HEADER = 'Catp-Token';
+export const PAD_HEADER = 'Catp-Pad';
+/** An unproven address gets at most this many times the bytes it sent. */
+export const AMPLIFICATION_FACTOR = 3;
+/** A request datagram without a token is padded to this size (QUIC pads its first flight to 1200 bytes). */
+export const MIN_UNPROVEN_REQUEST_BYTES = 1200;
+/** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
+export const RETRY_TOKEN = 'token';
+
+const TOKEN_VERSION = '1';
+const MAC_BYTES = 16;
+
+export type Sha256 = (bytes: Uint8Array) => Uint8Array;
+
+/** HMAC-SHA256 (RFC 2104) over an injected sha-256. */
+export function hmacSha256(sha256: Sha256, key: Uint8Array, message: Uint8Array): Uint8Array {
+  const block = 64;
+  const k = key.length > block ? sha256(key) : key;
+  const ipad = new Uint8Array(block + message.length);
+  const opad = new Uint8Array(block + 32);
+  for (let i = 0; i < block; i++) {
+    const b = i < k.length ? k[i]! : 0;
+    ipad[i] = b ^ 0x36;
+    opad[i] = b ^ 0x5c;
+  }
+  ipad.set(message, block);
+  opad.set(sha256(ipad), block);
+  return sha256(opad);
+}
+
+const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+function base64url(bytes: Uint8Array): string {
+  let out = '';
+  let acc = 0;
+  let bits = 0;
+  for (const b of bytes) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out += B64URL[(acc >> bits) & 63];
+    }
+    acc &= (1 << bits) - 1;
+  }
+  if (bits > 0) out += B64URL[(acc << (6 - bits)) & 63];
+  return out;
+}
+
+/** The address a budget and a token are about: an IPv4-mapped IPv6 address is its IPv4 address. */
+export function canonicalAddress(address: string): string {
+  const a = address.toLowerCase();
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
+}
+
+function equalStrings(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return d === 0;
+}
+
+export interface AddressTokensOptions {
+  /** The server's secret (≥ 16 bytes; a fresh random one per server process is fine). */
+  key: Uint8Array;
+  sha256: Sha256;
+  /** Width of a time bucket (default 10 min): a token is good for one to two buckets. */
+  bucketMs?: number;
+}
+
+/** Issues and checks address tokens. */
+export class AddressTokens {
+  private readonly bucketMs: number;
+
+  constructor(private readonly o: AddressTokensOptions) {
+    if (o.key.length < 16) throw new RangeError('the token key must have at least 16 bytes');
+    this.bucketMs = o.bucketMs ?? 600_000;
+    if (!(this.bucketMs > 0)) throw new RangeError('bucketMs must be > 0');
+  }
+
+  private mac(address: string, bucket: number): string {
+    const msg = new TextEncoder().encode(`${TOKEN_VERSION}|${canonicalAddress(address)}|${bucket}`);
+    return base64url(hmacSha256(this.o.sha256, this.o.key, msg).subarray(0, MAC_BYTES));
+  }
+
+  issue(address: string, nowMs: number): string {
+    const bucket = Math.floor(nowMs / this.bucketMs);
+    return `${TOKEN_VERSION}.${bucket.toString(36)}.${this.mac(address, bucket)}`;
+  }
+
+  /** True when `token` was issued to `address` in the current or the previous bucket. */
+  check(token: string, address: string, nowMs: number): boolean {
+    if (token.length > 64) return false;
+    const m = /^1\.([0-9a-z]{1,12})\.([A-Za-z0-9_-]{22})$/.exec(token.trim());
+    if (!m) return false;
+    const bucket = parseInt(m[1]!, 36);
+    const now = Math.floor(nowMs / this.bucketMs);
+    if (bucket !== now && bucket !== now - 1) return false;
+    return equalStrings(this.mac(address, bucket), m[2]!);
+  }
+}
+
+export interface AmplificationCounters {
+  /** addresses tracked now */
+  addresses: number;
+  /** sends refused because they would pass 3× what the address sent */
+  limited: number;
+  limitedBytes: number;
+}
+
+interface Budget {
+  received: number;
+  sent: number;
+}
+
+/**
+ * Per source address: bytes received and bytes sent to it unproven. Proof is per request (a request that carries
+ * a valid token is answered in full), never remembered per address: an attacker spoofing a client that once
+ * proved itself has no token and meets the budget. Bounded: the least recently seen addresses are forgotten first
+ * (a forgotten address starts again from nothing received).
+ */
+export class AmplificationBudget {
+  private readonly map = new Map<string, Budget>(); // Map order = least recently seen first
+  private limited = 0;
+  private limitedBytes = 0;
+
+  constructor(private readonly o: { factor?: number; maxAddresses?: number } = {}) {}
+
+  private entry(address: string): Budget {
+    const key = canonicalAddress(address);
+    let b = this.map.get(key);
+    if (b !== undefined) this.map.delete(key);
+    else {
+      b = { received: 0, sent: 0 };
+      if (this.map.size >= (this.o.maxAddresses ?? 65_536)) this.map.delete(this.map.keys().next().value as string);
+    }
+    this.map.set(key, b);
+    return b;
+  }
+
+  received(address: string, bytes: number): void {
+    this.entry(address).received += bytes;
+  }
+
+  /** May `bytes` more go, unproven, to `address` now? While what it got stays ≤ factor × what it sent. */
+  allows(address: string, bytes: number): boolean {
+    const b = this.map.get(canonicalAddress(address));
+    const ok = b !== undefined && b.sent + bytes <= (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received;
+    if (!ok) {
+      this.limited++;
+      this.limitedBytes += bytes;
+    }
+    return ok;
+  }
+
+  sent(address: string, bytes: number): void {
+    const b = this.map.get(canonicalAddress(address));
+    if (b !== undefined) b.sent += bytes;
+  }
+
+  counters(): AmplificationCounters {
+    return { addresses: this.map.size, limited: this.limited, limitedBytes: this.limitedBytes };
+  }
+}
