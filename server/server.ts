@@ -373,7 +373,7 @@ class Server implements DhttpServer {
     if (token !== null && !proven) this.c.badTokens++;
     if (isDecisionRequest(req)) {
       // DTD PROCEED / DON'T-BOTHER on the ID of a request answered before: not a request, not in the loss ratio.
-      this.onDecision(req, dreq.id, dreq.resend, rinfo);
+      this.onDecision(req, dreq.id, dreq.resend, rinfo, proven);
       return;
     }
     if (this.udpInFlight >= this.limits.maxUdpInFlight) {
@@ -526,7 +526,7 @@ class Server implements DhttpServer {
   }
 
   /** PROCEED / DON'T-BOTHER from a client (UDP). Hostile ones are counted by reason and dropped. */
-  private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo): void {
+  private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo, proven: boolean): void {
     let decision;
     try {
       decision = parseDecision(req);
@@ -541,7 +541,7 @@ class Server implements DhttpServer {
       if (decision === 'proceed') {
         this.dtdC.dtdProceeds++;
         const ctx = hold.ctx;
-        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend, ctx.proven);
+        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend, ctx.proven || proven);
       } else {
         this.dtdC.dtdDontBothers++;
       }
@@ -569,7 +569,7 @@ class Server implements DhttpServer {
         // Our body did not arrive: send it again, over TCP (it is an answer to a resend).
         this.dtdC.dtdRepeatedProceeds++;
         const ctx = past.ctx;
-        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true, ctx.proven);
+        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true, ctx.proven || proven);
       } else {
         this.dtdC.dtdLateDecisions++;
       }

@@ -402,7 +402,9 @@ export class DhttpClient {
   }
 
   private sendDecision(req: Req, decision: Decision, resend: boolean): void {
-    const http = encodeDecision(req.hostHeader, decision);
+    // over UDP a PROCEED carries our address token: the body it asks for may be large (address-validation.ts)
+    const token = req.origin.token;
+    const http = encodeDecision(req.hostHeader, decision, token !== null && req.state !== 'tcp' ? [[TOKEN_HEADER, token]] : []);
     if (req.state === 'tcp' && req.conn !== null) {
       const conn = this.conns.get(req.conn);
       if (conn !== undefined) this.write(conn, encodeRequest({ id: req.id, otherPort: this.opts.udpPort, resend, http }));

@@ -90,13 +90,15 @@ export function parseAnnounce(headers: HttpHeaders): Announcement | null {
 }
 
 /** The HTTP part of a decision message (wrap it with encodeRequest on the request's ID). */
-export function encodeDecision(host: string, decision: Decision): Uint8Array {
+/** `extra`: further fields (the client's address token, which proves its address for the body a PROCEED asks for). */
+export function encodeDecision(host: string, decision: Decision, extra: [string, string][] = []): Uint8Array {
   return serializeRequest({
     method: DTD_METHOD,
     target: '*',
     headers: [
       ['Host', host],
       [DTD_DECISION_FIELD, decision],
+      ...extra,
     ],
     body: new Uint8Array(0),
   });

@@ -128,12 +128,13 @@ test('catp get --catp --timeline writes parse5\'s serialization and one JSON lin
   const out = join(root, 'out.html');
   const timeline = join(root, 'timeline.jsonl');
   const cli = join(__dirname, '..', '..', 'bin', 'catp.js');
-  // A relay of its own that lets the request through (the CLI is a new client: see beforeEach) and then
-  // drops 20% of everything. The CLI runs as a child process while this process relays (no spawnSync).
+  // A relay of its own that lets first contact through (the CLI is a new client: see beforeEach; its padded
+  // request, the server's "ask again with this token", the request with the token) and then drops 20% of
+  // everything. The CLI runs as a child process while this process relays (no spawnSync).
   const rand = seededRng(7);
   const own = await startUdpRelay(server.port, {
-    toServer: (_d, i) => (i > 0 && rand() < 0.2 ? 'drop' : 'pass'),
-    toClient: () => (rand() < 0.2 ? 'drop' : 'pass'),
+    toServer: (_d, i) => (i > 1 && rand() < 0.2 ? 'drop' : 'pass'),
+    toClient: (_d, i) => (i > 0 && rand() < 0.2 ? 'drop' : 'pass'),
   });
   const child = spawn(process.execPath, [cli, 'get', '--catp', '--no-store', '-v', '--timeline', timeline, '-o', out,
     `dhttp://127.0.0.1:${own.port}/article.html`], { stdio: ['ignore', 'ignore', 'pipe'] });
