@@ -825,3 +825,36 @@ describe('address validation: nothing answers an unproven address with more than
     }
   });
 });
+
+describe('one address cannot spend what another needs', () => {
+  test('10,000 token-less requests from one address: it gets ≤ 3× its bytes, and a proven client at another address still gets small and large answers', async () => {
+    const server = await startServer({ root });
+    const flood = await new Client(server, '127.0.0.1', '127.0.6.6').start({ proven: false });
+    const other = await new Client(server, '127.0.0.1').start();
+    try {
+      let sent = 0;
+      const batch: Promise<void>[] = [];
+      for (let i = 0; i < 10_000; i++) {
+        const d = encodeRequest({ id: newId(), otherPort: flood.tcpPort, resend: i % 2 === 1, http: httpGet(i % 3 === 0 ? '/big.bin' : '/small.bin') });
+        sent += d.length;
+        batch.push(flood.send(d));
+        if (batch.length >= 500) await Promise.all(batch.splice(0));
+      }
+      await Promise.all(batch);
+      // meanwhile and after: the other address is served in full
+      const small1 = await other.request('/small.bin');
+      expect(Buffer.from((await other.udpReply(small1)).res.body).equals(small)).toBe(true);
+      const big1 = await other.request('/big.bin');
+      expect(Buffer.from((await other.tcp.waitFor(big1)).response.body).equals(big)).toBe(true);
+      await sleep(200);
+      const got = flood.inbox.reduce((n, d) => n + d.msg.length, 0);
+      expect(got).toBeLessThanOrEqual(3 * sent);
+      expect(flood.tcp.connections.length).toBe(0);
+      expect(server.counters().amplification.addresses).toBeLessThanOrEqual(3);
+    } finally {
+      await flood.close();
+      await other.close();
+      await server.close();
+    }
+  });
+});
