@@ -4,7 +4,6 @@
 // screenshots (mid-load, after) go to test-artifacts/ (docs/demo-*.png are copies of them).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -13,21 +12,12 @@ import { chromium, type Page } from 'playwright-core';
 import { labSupport } from '../../lab/link';
 import type { DemoRun } from '../../protocol/demo/api';
 import { describeIf } from '../helpers/requires';
-import { ROOT, artifact, buildRenderer, chromiumPresent, xvfbRunPresent } from './helpers';
+import { ROOT, artifact, buildRenderer, chromiumPresent, freePort, stopGroup, xvfbRunPresent } from './helpers';
 
 const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js')) && existsSync(join(ROOT, 'dist', 'renderer', 'demo.js'));
 const maybe = describeIf(chromiumPresent && xvfbRunPresent() && built, 'Chromium, xvfb-run and the built CLI (apt-get install chromium xvfb xauth; npm run build)');
 jest.setTimeout(180_000);
 
-function freePort(): Promise<number> {
-  return new Promise((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => ok(port));
-    });
-  });
-}
 
 async function poll<T>(page: Page, expr: string, until: (v: T) => boolean, timeoutMs: number, what: string): Promise<T> {
   // (evaluate, not waitForFunction: the demo page's CSP forbids eval)
@@ -130,20 +120,7 @@ maybe('catp demo: three panes, one link each, the same losses', () => {
       expect(out).toContain('window open');
       await browser.close().catch(() => undefined);
     } finally {
-      try {
-        process.kill(-child.pid!, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      const t = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // gone
-        }
-      }, 5000);
-      await exited;
-      clearTimeout(t);
+      await stopGroup(child.pid!, exited);
       rmSync(dir, { recursive: true, force: true });
     }
   });

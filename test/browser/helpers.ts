@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 
 import { build } from 'esbuild';
@@ -160,4 +161,30 @@ export function xvfbRunPresent(): boolean {
   } catch {
     return false;
   }
+}
+
+/** A loopback TCP port free right now (for a browser's --remote-debugging-port). */
+export function freePort(): Promise<number> {
+  return new Promise((ok) => {
+    const s = createNetServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** Stops a process started `detached` (xvfb-run and what it runs): SIGTERM to its group, SIGKILL after 5 s. */
+export async function stopGroup(pid: number, exited: Promise<void>): Promise<void> {
+  const kill = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      // already gone
+    }
+  };
+  kill('SIGTERM');
+  const t = setTimeout(() => kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(t);
 }

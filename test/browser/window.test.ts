@@ -2,27 +2,17 @@
 // over the DevTools protocol only to read its state and take a screenshot (test-artifacts/browser-window.png).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 import { chromium } from 'playwright-core';
 
-import { ROOT, artifact, buildRenderer, chromiumPresent, xvfbRunPresent, startRig, type Rig } from './helpers';
+import { ROOT, artifact, buildRenderer, chromiumPresent, freePort, stopGroup, xvfbRunPresent, startRig, type Rig } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const ready = chromiumPresent && xvfbRunPresent() && existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
 const maybe = describeIf(ready, 'Chromium, xvfb-run and the built CLI (apt-get install chromium xvfb xauth; npm run build)');
 jest.setTimeout(90_000);
 
-function freePort(): Promise<number> {
-  return new Promise((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => ok(port));
-    });
-  });
-}
 
 maybe('the Chromium --app window under Xvfb', () => {
   let rig: Rig;
@@ -72,20 +62,7 @@ maybe('the Chromium --app window under Xvfb', () => {
       expect(out).toContain('shell = Chromium window');
       await browser!.close().catch(() => undefined);
     } finally {
-      try {
-        process.kill(-child.pid!, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      const t = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // gone
-        }
-      }, 5000);
-      await exited;
-      clearTimeout(t);
+      await stopGroup(child.pid!, exited);
     }
   });
 });
