@@ -11,6 +11,8 @@
 // `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
 import type * as dgram from 'dgram';
 
+import type { AmplificationBudget } from '../protocol/dhttp/address-validation';
+
 import { FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
 import { encodeForMode, errorCode, type CatpMode, type Encoded } from './catp-encode';
 import { CatpEncoder, type EncoderCounters } from './catp-encoder';
@@ -66,6 +68,16 @@ export interface CatpOptions {
   coldEncode?: 'fast' | 'best';
   /** Page bytes waiting to be encoded beyond which a CATP request is answered normally (default 32 MiB). */
   maxEncodeQueueBytes?: number;
+  /**
+   * A request from an address it has not proven (address validation) gets its session's first flight: as many
+   * frames as the address's 3× budget allows, then nothing until the token request proves the address, for at
+   * most this long (ms, default 3000; then the session ends). What a first load gains is the round trip QUIC's
+   * first flight also saves: the top of the page paints while the proof travels.
+   */
+  unprovenTimeoutMs?: number;
+  /** Sessions waiting for proof at once, in all (default 64) and per address (default 2); beyond them: the token answer alone. */
+  maxUnprovenSessions?: number;
+  maxUnprovenPerAddress?: number;
   /** Passed to every RepairSender (rate options above take precedence). */
   sender?: Omit<SenderOptions, 'requestId' | 'rateBytesPerSec' | 'rateFramesPerSec' | 'reuse' | 'pacing'>;
 }
@@ -86,6 +98,9 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
   encodeWorkers: 1,
   coldEncode: 'fast' as 'fast' | 'best',
   maxEncodeQueueBytes: 32 * 1024 * 1024,
+  unprovenTimeoutMs: 3000,
+  maxUnprovenSessions: 64,
+  maxUnprovenPerAddress: 2,
 });
 
 export const MIN_CATP_RATE = 1000;
@@ -134,6 +149,11 @@ export interface CatpCounters extends EncoderCounters {
   catpLateReports: number;
   /** Requests repeating a running (or just completed) session's (address, ID): ignored. */
   catpIgnoredRepeats: number;
+  /** Sessions started for an unproven address (its first flight only, until proven). */
+  catpUnprovenStarts: number;
+  /** Of those, proven by the client's token request, and ended unproven (no proof in time). */
+  catpProven: number;
+  catpUnprovenExpired: number;
   /** Pages that could not be encoded (e.g. CATP_ERR_UNENCODABLE): answered normally. */
   catpEncodeErrors: number;
   /** Encoded-page cache hits / misses. */
@@ -166,6 +186,9 @@ export function newCatpCounters(): CatpCounters {
     catpUnknownReports: 0,
     catpLateReports: 0,
     catpIgnoredRepeats: 0,
+    catpUnprovenStarts: 0,
+    catpProven: 0,
+    catpUnprovenExpired: 0,
     catpEncodeErrors: 0,
     catpCacheHits: 0,
     catpCacheMisses: 0,
@@ -249,6 +272,11 @@ interface Session {
   /** Data frames sent at least once (reuse sessions only: what the client's store did not cover). */
   dataSent: Uint8Array | null;
   indexFrames: number;
+  /** Unproven address: the session ends at this time unless proven first (null: proven). */
+  unprovenUntil: number | null;
+  /** Unproven: the address's budget (every frame is charged to it), and when its token last went. */
+  budget: AmplificationBudget | null;
+  tokenAt: number;
   /** Deadline for the scheduler (ms, performance.now clock), and the session's heap position (-1 = none). */
   at: number;
   heapIndex: number;
@@ -355,6 +383,11 @@ export interface StartRequest {
   /** Cache key for the body (path + size + mtime); null = do not cache. */
   cacheKey: string | null;
   body: Uint8Array;
+  /**
+   * The address is unproven: the session sends what `budget` allows for `address` (charging it), and
+   * `sendToken` (the server's "ask again with this token" answer) goes before the first frame.
+   */
+  unproven?: { budget: AmplificationBudget; sendToken: () => void };
 }
 
 type ResolvedCatpOptions = Required<Omit<CatpOptions, 'sender'>> & { sender: CatpOptions['sender'] };
@@ -386,6 +419,9 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
     encodeWorkers: Math.floor(pos(o?.encodeWorkers, d.encodeWorkers, 'encodeWorkers')),
     coldEncode: o?.coldEncode === 'best' ? 'best' : d.coldEncode,
     maxEncodeQueueBytes: pos(o?.maxEncodeQueueBytes, d.maxEncodeQueueBytes, 'maxEncodeQueueBytes'),
+    unprovenTimeoutMs: pos(o?.unprovenTimeoutMs, d.unprovenTimeoutMs, 'unprovenTimeoutMs'),
+    maxUnprovenSessions: Math.floor(pos(o?.maxUnprovenSessions, d.maxUnprovenSessions, 'maxUnprovenSessions')),
+    maxUnprovenPerAddress: Math.floor(pos(o?.maxUnprovenPerAddress, d.maxUnprovenPerAddress, 'maxUnprovenPerAddress')),
     sender: o?.sender,
   };
 }
@@ -397,6 +433,10 @@ export class CatpSessions {
   private readonly sessions = new Map<string, Session>();
   /** Keys whose file is being read: a repeat arriving meanwhile is ignored too. */
   private readonly pending = new Set<string>();
+  /** Pending keys whose token request came while the page was being read: they start proven. */
+  private readonly provenPending = new Set<string>();
+  /** Sessions waiting for proof now. */
+  private unprovenCount = 0;
   private readonly completed: RecentSet;
   private readonly cache: EncodedPageCache;
   private readonly encoder: CatpEncoder;
@@ -459,12 +499,54 @@ export class CatpSessions {
   /** The pending request will get a normal answer (not eligible, or not started). */
   abandon(key: string): void {
     this.pending.delete(key);
+    this.provenPending.delete(key);
+  }
+
+  /** May a session for an unproven `address` start (its first flight), within the caps on such sessions? */
+  canStartUnproven(address: string): boolean {
+    if (!this.enabled || this.unprovenCount >= this.opts.maxUnprovenSessions) return false;
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.unprovenUntil !== null && s.address === address) n++;
+    return n < this.opts.maxUnprovenPerAddress;
+  }
+
+  /** True when `key`'s session is running and waits for its address to be proven. */
+  isUnproven(key: string): boolean {
+    return this.sessions.get(key)?.unprovenUntil != null;
+  }
+
+  /**
+   * A request with a valid token repeats `key`: its session (or the page being read for it) may now send in
+   * full. True when that changed something; false when there is no such unproven session or pending request.
+   */
+  prove(key: string): boolean {
+    const s = this.sessions.get(key);
+    if (s === undefined) {
+      if (!this.pending.has(key)) return false;
+      this.provenPending.add(key);
+      return true;
+    }
+    if (s.unprovenUntil === null) return false;
+    this.setProven(s);
+    this.c.catpProven++;
+    this.service(s, this.now());
+    this.arm();
+    return true;
+  }
+
+  private setProven(s: Session): void {
+    s.unprovenUntil = null;
+    s.budget = null;
+    s.sender.setSendBudget(null);
+    this.unprovenCount--;
   }
 
   /** Start a session; false (counted) when the table is full or the page cannot be encoded → answer normally. */
   start(req: StartRequest, encoded?: Encoded): boolean {
     const key = CatpSessions.key(req.address, req.idHex);
     this.pending.delete(key);
+    // a token request that came while the page was read proved the address
+    const unproven = this.provenPending.delete(key) ? undefined : req.unproven;
     if (!this.enabled) return false;
     if (this.sessions.size >= this.opts.maxSessions) {
       this.c.catpRefused++;
@@ -490,12 +572,19 @@ export class CatpSessions {
     }
     const s: Session = {
       key, mode: req.mode, sender, address: req.address, port: req.port,
-      dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames, at: 0, heapIndex: -1,
+      dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames,
+      unprovenUntil: unproven === undefined ? null : this.now() + this.opts.unprovenTimeoutMs,
+      budget: unproven?.budget ?? null, tokenAt: this.now(), at: 0, heapIndex: -1,
     };
     this.sessions.set(key, s);
     this.c.catpSessions++;
     this.c.catpModes[req.mode]++;
     if (reuse) this.c.catpReuseSessions++;
+    if (unproven !== undefined) {
+      this.unprovenCount++;
+      this.c.catpUnprovenStarts++;
+      unproven.sendToken(); // before the first frame: the client's token request is what lets the rest go
+    }
     this.service(s, this.now());
     this.arm();
     return true;
@@ -509,13 +598,13 @@ export class CatpSessions {
     const key = CatpSessions.key(req.address, req.idHex);
     if (!this.enabled) return false;
     if (this.sessions.size >= this.opts.maxSessions) {
-      this.pending.delete(key);
+      this.abandon(key);
       this.c.catpRefused++;
       return false;
     }
     const enc = await this.encodedAsync(req);
     if (enc === null) {
-      this.pending.delete(key);
+      this.abandon(key);
       return false;
     }
     return this.start(req, enc);
@@ -585,14 +674,18 @@ export class CatpSessions {
     return e;
   }
 
-  /** A datagram whose byte 11 is the CATP magic: a report. Never throws. */
-  onReport(bytes: Uint8Array, address: string, idHex: string): void {
+  /**
+   * A datagram whose byte 11 is the CATP magic: a report. Never throws. True when the session has sent its
+   * unproven first flight and still waits for proof (its token answer may have been lost): the caller sends the
+   * token again (at most once per round trip).
+   */
+  onReport(bytes: Uint8Array, address: string, idHex: string): boolean {
     const key = CatpSessions.key(address, idHex);
     const s = this.sessions.get(key);
     if (s === undefined) {
       if (this.completed.has(key)) this.c.catpLateReports++;
       else this.c.catpUnknownReports++;
-      return;
+      return false;
     }
     this.c.catpReports++;
     const now = this.now();
@@ -603,16 +696,28 @@ export class CatpSessions {
     }
     this.service(s, now);
     this.arm();
+    if (s.unprovenUntil === null || !s.sender.budgetBlocked || now - s.tokenAt < Math.max(50, s.sender.stats.srttMs)) return false;
+    s.tokenAt = now;
+    return true;
   }
 
   /** Send what the sender lets go now, end it if finished, else (re)schedule it. */
   private service(s: Session, now: number): void {
     const sender = s.sender;
+    if (s.unprovenUntil !== null && s.budget !== null) {
+      if (now >= s.unprovenUntil) {
+        this.c.catpUnprovenExpired++;
+        this.end(s, false);
+        return;
+      }
+      sender.setSendBudget(s.budget.remaining(s.address));
+    }
     sender.handleTimer(now);
     const resentBefore = sender.stats.resent;
     for (let d = sender.nextDatagram(now); d !== null; d = sender.nextDatagram(now)) this.send(d, s);
     this.c.catpFramesResent += sender.stats.resent - resentBefore;
-    const at = sender.nextTimerAt();
+    let at = sender.nextTimerAt();
+    if (s.unprovenUntil !== null && !sender.finished) at = Math.min(at ?? Infinity, s.unprovenUntil);
     if (sender.finished || at === null) {
       this.end(s);
       return;
@@ -631,6 +736,7 @@ export class CatpSessions {
       this.c.catpDataBytesSent += d.length;
       if (s.dataSent !== null && d.length >= 24) s.dataSent[new DataView(d.buffer, d.byteOffset, d.byteLength).getUint32(20)] = 1;
     }
+    if (s.budget !== null) s.budget.sent(s.address, d.length);
     if (this.udp.getSendQueueCount() >= this.opts.maxSendQueue) {
       this.c.catpSendErrors++; // the kernel is not keeping up: a lost frame, repaired like any other
       return;
@@ -644,10 +750,12 @@ export class CatpSessions {
     }
   }
 
-  private end(s: Session): void {
+  /** Remove a session; `count`: as completed or given up (an unproven one that expired is counted apart). */
+  private end(s: Session, count = true): void {
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.heap.remove(s);
+    if (s.unprovenUntil !== null) this.unprovenCount--;
     const gate = s.sender.reuse;
     if (gate?.stats.holdExpired) this.c.catpReuseHoldExpired++;
     if (s.sender.done) {
@@ -656,7 +764,7 @@ export class CatpSessions {
       if (s.dataSent !== null) {
         for (let q = s.indexFrames; q < s.dataSent.length; q++) if (s.dataSent[q] === 0) this.c.catpReuseFramesSaved++;
       }
-    } else {
+    } else if (count) {
       this.c.catpGaveUp++;
     }
   }
@@ -696,9 +804,7 @@ export class CatpSessions {
         this.service(s, now);
       } catch {
         // Never expected (the sender does not throw): drop the session rather than the server.
-        this.sessions.delete(s.key);
-        this.heap.remove(s);
-        this.c.catpGaveUp++;
+        this.end(s);
       }
     }
     this.arm();
@@ -711,7 +817,9 @@ export class CatpSessions {
     this.timer = null;
     this.heap.clear();
     this.sessions.clear();
+    this.unprovenCount = 0;
     this.pending.clear();
+    this.provenPending.clear();
     this.encoder.close();
   }
 }

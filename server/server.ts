@@ -142,6 +142,8 @@ export interface DhttpServer {
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+/** The "ask again with this token" answer is about 130 bytes (ID included); room kept for it in a first flight. */
+const TOKEN_ANSWER_BYTES = 160;
 
 function errorCode(e: unknown): string {
   if (e && typeof e === 'object' && 'code' in e && typeof (e as { code: unknown }).code === 'string') {
@@ -342,7 +344,8 @@ class Server implements DhttpServer {
     if (isCatpReport(msg)) {
       // A CATP loss report (byte 11 = 0xCA, never the first byte of an HTTP method): routed by
       // (address, ID); its otherPort is not a DHTTP port and is not checked.
-      this.catp.onReport(msg, rinfo.address, idToHex(msg.subarray(0, ID_BYTES)));
+      // true: an unproven session sent its first flight and still waits; its token answer may have been lost
+      if (this.catp.onReport(msg, rinfo.address, idToHex(msg.subarray(0, ID_BYTES)))) this.refuseUnproven(msg.subarray(0, ID_BYTES), rinfo, false);
       return;
     }
     let dreq;
@@ -403,13 +406,22 @@ class Server implements DhttpServer {
 
     // CATP (Catp-Mode: catp | inorder) applies to GET only; anything else is answered as usual.
     const mode = req.method === 'GET' && this.catp.enabled ? parseCatpMode(getHeader(req.headers, 'catp-mode')) : null;
-    if (mode !== null && !proven) {
-      // A stream is far more than any request: never to an address that has not shown it receives there.
-      this.refuseUnproven(id, rinfo, resend);
-      return;
-    }
     const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
     if (catpKey !== null) {
+      // A stream is far more than any request. To an address that has not shown it receives there, only its
+      // first flight (what the 3× budget allows, after the token answer), and the rest once a request with the
+      // token repeats this one (address-validation.ts; protocol/README.md).
+      if (proven && this.catp.prove(catpKey)) return;
+      if (!proven) {
+        if (this.catp.isUnproven(catpKey)) {
+          this.refuseUnproven(id, rinfo, resend); // a repeat: our token answer may have been lost
+          return;
+        }
+        if (this.budget.remaining(client) < TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD || !this.catp.canStartUnproven(client)) {
+          this.refuseUnproven(id, rinfo, resend); // no room for a first flight: the token alone
+          return;
+        }
+      }
       const admitted = this.catp.admit(catpKey, client);
       if (admitted === 'repeat') return; // repeats a running session: its repair covers it
       if (admitted === 'over-limit') {
@@ -436,7 +448,7 @@ class Server implements DhttpServer {
       .then(async (res) => {
         if (this.closed) return;
         // (The request stays pending while its page is encoded: repeats meanwhile are ignored.)
-        if (mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo))) {
+        if (mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo, proven ? null : () => this.refuseUnproven(id, rinfo, resend)))) {
           // The answer goes over UDP: it counts as a fresh UDP answer in the loss ratio, like any other.
           this.chooser.sentUdp(resend, client);
           return;
@@ -579,7 +591,7 @@ class Server implements DhttpServer {
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
-  private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo): Promise<boolean> {
+  private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, sendToken: (() => void) | null): Promise<boolean> {
     if (res.status !== 200) return false;
     if (mode === 'catp') {
       const type = (getHeader(res.headers, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
@@ -599,6 +611,7 @@ class Server implements DhttpServer {
       reuse: parseCatpReuse(getHeader(req.headers, 'catp-reuse')),
       cacheKey,
       body: res.body,
+      ...(sendToken === null ? {} : { unproven: { budget: this.budget, sendToken } }),
     });
   }
 

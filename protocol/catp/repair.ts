@@ -432,6 +432,13 @@ export class RepairSender {
   private epochStart: number | null = null;
   private epochLost = 0;
   private epochRecv = 0;
+  /**
+   * Bytes this sender may still send (null: no limit). A server sets it while the client's address is unproven
+   * (address validation: at most 3× what the address sent); a frame that does not fit waits in `parked` until the
+   * budget grows or is lifted, and meanwhile the sender asks for no send timer.
+   */
+  private sendBudget: number | null = null;
+  private parked: number | undefined = undefined;
   /** Block reuse (null unless asked for). */
   readonly reuse: ReuseGate | null;
   done = false;
@@ -500,8 +507,18 @@ export class RepairSender {
     return this.done || this.error !== null;
   }
 
+  /** Limit what this sender may still send to `bytes` (null: no limit); see `sendBudget`. */
+  setSendBudget(bytes: number | null): void {
+    this.sendBudget = bytes === null ? null : Math.max(0, Math.floor(bytes));
+  }
+
+  /** True when the next frame waits for send budget (not for pacing, the window or a report). */
+  get budgetBlocked(): boolean {
+    return this.sendBudget !== null && this.parked !== undefined && this.frames[this.parked].length > this.sendBudget;
+  }
+
   private hasWork(): boolean {
-    return this.idxQ.size > 0 || this.dataQ.size > 0 || (this.reuse?.holding ? this.heldIndexLeft() : this.newLeft());
+    return this.parked !== undefined || this.idxQ.size > 0 || this.dataQ.size > 0 || (this.reuse?.holding ? this.heldIndexLeft() : this.newLeft());
   }
 
   /** First-pass frames not sent yet (frames sent during a reuse hold are passed over). */
@@ -534,6 +551,10 @@ export class RepairSender {
     if (this.startedAt === null) return this.hasWork() ? 0 : null;
     const giveUp = this.startedAt + this.giveUpAfterMs;
     const holdEnd = this.reuse?.deadline ?? Infinity;
+    if (this.budgetBlocked) {
+      // nothing to send until the budget grows (a report, a proof): only the deadlines
+      return Math.min(giveUp, holdEnd, this.control !== null ? this.lastReportAt + this.idleTimeoutMs : this.lastActivityAt + this.idleTimeoutMs);
+    }
     if (this.hasWork()) {
       let at = this.nextSendAt - this.burstMs;
       // window closed: a report opens it (an event), or its oldest frame in flight times out
@@ -571,6 +592,10 @@ export class RepairSender {
       seq = this.pick();
     }
     if (seq === undefined) return null;
+    if (this.sendBudget !== null && this.frames[seq].length > this.sendBudget) {
+      this.parked = seq; // first out once the budget allows it
+      return null;
+    }
     this.queued[seq] = 0;
     if (this.sendCount[seq] >= this.maxSends) {
       this.fail(`frame ${seq} sent ${this.maxSends} times`);
@@ -582,6 +607,7 @@ export class RepairSender {
     this.lastSentAt[seq] = nowMs;
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     const f = this.frames[seq];
+    if (this.sendBudget !== null) this.sendBudget -= f.length;
     const out = f.slice();
     out.set(this.requestId, 0);
     if (this.reuse) out[11] |= FRAME_FLAG_REUSE;
@@ -603,6 +629,11 @@ export class RepairSender {
 
   /** Which frame goes next: index resends, then missing data interleaved 1:1 with the first pass. */
   private pick(): number | undefined {
+    if (this.parked !== undefined) {
+      const p = this.parked;
+      this.parked = undefined;
+      return p;
+    }
     let seq: number | undefined = this.idxQ.shift();
     if (seq === undefined && this.reuse?.holding) {
       if (this.heldIndexLeft()) seq = this.indexSeqs[this.nextIdx++];

@@ -166,6 +166,12 @@ export class AmplificationBudget {
     return ok;
   }
 
+  /** How many bytes may still go, unproven, to `address` (0 for an address never heard from). */
+  remaining(address: string): number {
+    const b = this.map.get(canonicalAddress(address));
+    return b === undefined ? 0 : Math.max(0, (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received - b.sent);
+  }
+
   sent(address: string, bytes: number): void {
     const b = this.map.get(canonicalAddress(address));
     if (b !== undefined) b.sent += bytes;

@@ -131,6 +131,8 @@ export interface ClientCounters {
 
 /** 'H' of "HTTP/1.1 ...": a streamed request's datagram that starts otherwise is a stream datagram. */
 const HTTP_FIRST_BYTE = 0x48;
+/** A stream whose first flight came unproven asks again with its token at most this often (each `421 … token`). */
+const MAX_STREAM_TOKEN_RETRIES = 8;
 
 /** RFC 9110 9.2.2: safe to repeat, so they may travel over UDP (and be resent). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -164,8 +166,8 @@ interface Req {
   http: Uint8Array;
   /** What `http` was made of: UDP sends rebuild it with the origin's token, or padded (address-validation.ts). */
   parts: { path: string; headers: HttpHeaders; body: Uint8Array };
-  /** Sent again once with a token after `Dhttp-Retry: token`. */
-  tokenRetried: boolean;
+  /** Times sent again with a token after `Dhttp-Retry: token` (once; a stream's request up to MAX_STREAM_TOKEN_RETRIES). */
+  tokenRetries: number;
   state: ReqState;
   registered: boolean;
   resends: number;
@@ -312,7 +314,7 @@ export class DhttpClient {
       method,
       http,
       parts: { path: target.path, headers, body },
-      tokenRetried: false,
+      tokenRetries: 0,
       state: 'udp',
       registered: false,
       resends: 0,
@@ -498,8 +500,16 @@ export class DhttpClient {
     if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === RETRY_TOKEN && req.state === 'udp') {
       // Too large an answer for an address the server has not seen proven: again, with the token just received
       // (once; a second refusal goes over our own TCP connection, which proves the address by its handshake).
-      if (!req.tokenRetried && req.origin.token !== null) {
-        req.tokenRetried = true;
+      if (req.streamed && req.origin.token !== null && req.streaming && req.tokenRetries < MAX_STREAM_TOKEN_RETRIES) {
+        // The stream's first flight (what the server may send unproven) is here and it waits for our proof: the
+        // token request was lost, or this 421 overtook it. Again, with the token; the stream's repair, not our
+        // resend timer, drives what follows.
+        req.tokenRetries++;
+        this.stats.retriesWithToken++;
+        this.sendUdp(req, nowMs);
+        req.deadline = null;
+      } else if (req.tokenRetries === 0 && req.origin.token !== null) {
+        req.tokenRetries++;
         this.stats.retriesWithToken++;
         this.sendUdp(req, nowMs);
       } else {

@@ -101,6 +101,13 @@ interface FetchOptions {
   resend?: boolean;
   /** Resolve as soon as the request is sent (the transfer continues in the background). */
   noWait?: boolean;
+  /**
+   * First contact (no token yet; the request padded to 1200 bytes as a DHTTP client pads it). On the server's
+   * `421 … token` answer: 'answer' repeats the request with the token after `proofDelayMs`; 'ignore-first' drops
+   * the first such answer (lost) and answers the next; 'never' never proves the address.
+   */
+  firstContact?: 'answer' | 'ignore-first' | 'never';
+  proofDelayMs?: number;
 }
 
 interface FetchResult {
@@ -119,6 +126,11 @@ interface FetchResult {
   bytesReceived: number;
   framesDropped: number;
   reportsSent: number;
+  /**
+   * First contact, until the request with the token went: bytes and frames received, the first request's size,
+   * all bytes sent (the request and the reports on the first flight), token answers received.
+   */
+  beforeProof?: { bytes: number; frames: number; requestBytes: number; sentBytes: number; tokenAnswers: number };
 }
 
 class CatpClient {
@@ -126,6 +138,7 @@ class CatpClient {
   /** Datagrams that are not CATP frames (normal DHTTP responses). */
   readonly responses: Buffer[] = [];
   private onFrame: ((msg: Buffer) => void) | null = null;
+  private onResponse: ((msg: Buffer) => void) | null = null;
   framesSeen = 0;
   private timer: NodeJS.Timeout | null = null;
 
@@ -135,18 +148,25 @@ class CatpClient {
   ) {
     this.udp = dgram.createSocket('udp4');
     this.udp.on('message', (msg) => {
+      this.bytesSeen += msg.length;
       if (isCatpFrame(msg)) {
+        this.frameIds.add(idToHex(msg.subarray(0, 8)));
         this.framesSeen++;
         this.onFrame?.(msg);
-      } else this.responses.push(msg);
+      } else {
+        this.responses.push(msg);
+        this.onResponse?.(msg);
+      }
     });
   }
 
   /** The server's address token for us (address-validation.ts): without it, no stream starts. */
   token: string | null = null;
 
-  async start(): Promise<this> {
+  /** `proven: false`: no first contact here (the address has sent the server nothing yet). */
+  async start(opts: { proven?: boolean } = {}): Promise<this> {
     await new Promise<void>((r) => this.udp.bind(0, this.host, () => r()));
+    if (opts.proven === false) return this;
     // first contact, as a DHTTP client makes it: a request padded to 1200 bytes, whose answer carries the token
     const id = newId();
     const http = serializeRequest({ method: 'HEAD', target: '/', headers: [['Host', 'test'], ['Catp-Pad', 'x'.repeat(1100)]], body: new Uint8Array(0) });
@@ -161,15 +181,31 @@ class CatpClient {
     return this.udp.address().port;
   }
 
+  /** Request IDs of every frame received. */
+  readonly frameIds = new Set<string>();
+  /** Bytes of every datagram sent to the server, and received from it. */
+  bytesSent = 0;
+  bytesSeen = 0;
+
   send(bytes: Uint8Array): Promise<void> {
+    this.bytesSent += bytes.length;
     return new Promise((resolve, reject) => this.udp.send(bytes, this.server.port, '127.0.0.1', (e) => (e ? reject(e) : resolve())));
   }
 
-  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean } = {}): Promise<Uint8Array> {
+  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: boolean } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
-    const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers, ...(this.token ? [['Catp-Token', this.token] as [string, string]] : [])], body: new Uint8Array(0) });
-    return this.send(encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http })).then(() => id);
+    const build = (extra: [string, string][]) => {
+      const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers, ...extra], body: new Uint8Array(0) });
+      return encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http });
+    };
+    let d = build(this.token ? [['Catp-Token', this.token]] : []);
+    // padded as a DHTTP client pads its first contact: to 1200 bytes
+    if (!this.token && opts.pad) d = build([['Catp-Pad', 'x'.repeat(1200 - d.length - 'Catp-Pad: \r\n'.length)]]);
+    this.lastRequestBytes = d.length;
+    return this.send(d).then(() => id);
   }
+
+  lastRequestBytes = 0;
 
   async normalResponse(id: Uint8Array, method = 'GET'): Promise<HttpResponse> {
     const hex = idToHex(id);
@@ -225,7 +261,7 @@ class CatpClient {
           } else if (ev.type === 'index-complete') piecesBeforeIndexComplete = pieces - 1;
           else if (ev.type === 'page-complete') {
             const elapsedMs = performance.now() - t0;
-            const base = { id, elapsedMs, framesReceived: received, bytesReceived, framesDropped: dropped, reportsSent: asm.receiver.reportsSent };
+            const base = { id, elapsedMs, framesReceived: received, bytesReceived, framesDropped: dropped, reportsSent: asm.receiver.reportsSent, ...(beforeProof ? { beforeProof } : {}) };
             if (mode === 'inorder') finish(null, { ...base, bytes: Buffer.concat(parts) });
             else finish(null, { ...base, html: parse5.serialize(builder.root as parse5.DefaultTreeAdapterMap['document']), piecesBeforeIndexComplete, compressed });
           } else finish(new Error(`${ev.type}: ${ev.code} ${ev.message}`));
@@ -235,7 +271,32 @@ class CatpClient {
         const at = asm.nextTimerAt();
         if (at !== null) this.timer = setTimeout(pump, Math.max(0, at - performance.now()));
       };
+      const first = opts.firstContact;
+      const headers: [string, string][] = [['Catp-Mode', mode]];
+      if (opts.rate !== undefined) headers.push(['Catp-Rate', String(opts.rate)]);
+      // first contact: everything that arrives until the request with the token goes (token answers included)
+      const beforeProof = first === undefined ? undefined : { bytes: 0, frames: 0, requestBytes: 0, sentBytes: 0, tokenAnswers: 0 };
+      let proofSent = first === undefined;
+      this.onResponse = (msg) => {
+        if (beforeProof === undefined || idToHex(msg.subarray(0, 8)) !== idToHex(id)) return;
+        if (!proofSent) beforeProof.bytes += msg.length;
+        const res = parseResponseDatagram(decodeResponseDatagram(msg).http, { method: 'GET' });
+        if (res.status !== 421 || getHeader(res.headers, 'dhttp-retry') !== 'token') return;
+        beforeProof.tokenAnswers++;
+        if (first === 'never' || (first === 'ignore-first' && beforeProof.tokenAnswers === 1)) return;
+        this.token = getHeader(res.headers, 'catp-token');
+        setTimeout(() => {
+          if (finished || proofSent) return;
+          proofSent = true;
+          beforeProof.sentBytes = this.bytesSent;
+          void this.request(target, headers, { id, method: opts.method }).catch(() => undefined);
+        }, opts.proofDelayMs ?? 0);
+      };
       this.onFrame = (msg) => {
+        if (beforeProof !== undefined && !proofSent) {
+          beforeProof.bytes += msg.length;
+          beforeProof.frames++;
+        }
         if (loss > 0 && rng() < loss) {
           dropped++;
           return;
@@ -251,10 +312,10 @@ class CatpClient {
         asm.receive(msg, performance.now());
         pump();
       };
-      const headers: [string, string][] = [['Catp-Mode', mode]];
-      if (opts.rate !== undefined) headers.push(['Catp-Rate', String(opts.rate)]);
-      this.request(target, headers, { id, method: opts.method, resend: opts.resend })
+      if (first !== undefined) this.token = null;
+      this.request(target, headers, { id, method: opts.method, resend: opts.resend, pad: first !== undefined })
         .then(() => {
+          if (beforeProof !== undefined) beforeProof.requestBytes = this.lastRequestBytes;
           asm.start(performance.now());
           pump();
           if (opts.noWait) resolve({ id, elapsedMs: 0, framesReceived: 0, bytesReceived: 0, framesDropped: 0, reportsSent: 0 });
@@ -576,6 +637,93 @@ describe('CATP sessions', () => {
       expect(r.html).toBe(expectedTree(pages[0].bytes));
     } finally {
       c2.close();
+    }
+  });
+});
+
+describe("first contact: an unproven address gets its session's first flight, the rest once the token proves it", () => {
+  test.each(['catp', 'inorder'])('%s: the token answer and ≤ 3× the padded request before the proof; after it, the whole page, exactly', async (mode) => {
+    const server = await startServer({ root, rng: seededRng(11) });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      const page = pages[1]; // ~48 KB: far more than a first flight
+      // the proof waits 300 ms, so what the server sends unproven has all arrived before it
+      const r = await client.fetch(`/${page.name}`, { mode, firstContact: 'answer', proofDelayMs: 300 });
+      if (mode === 'catp') expect(r.html).toBe(expectedTree(page.bytes));
+      else expect(r.bytes!.equals(page.bytes)).toBe(true);
+      const b = r.beforeProof!;
+      expect(b.requestBytes).toBeGreaterThanOrEqual(1200);
+      expect(b.tokenAnswers).toBeGreaterThanOrEqual(1); // (again on its reports while the proof is held back)
+      expect(b.frames).toBeGreaterThanOrEqual(2); // the top of the page, not nothing
+      expect(b.bytes).toBeLessThanOrEqual(3 * b.sentBytes);
+      expect(r.framesReceived).toBeGreaterThan(b.frames + 5);
+      const c = server.counters();
+      expect(c.catpUnprovenStarts).toBe(1);
+      expect(c.catpProven).toBe(1);
+      expect(c.catpUnprovenExpired).toBe(0);
+      expect(c.tokenRetries).toBe(b.tokenAnswers);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test("the token answer lost: the client's reports on its first flight bring it again, and the load completes", async () => {
+    const server = await startServer({ root, rng: seededRng(12) });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      const page = pages[1];
+      const r = await client.fetch(`/${page.name}`, { firstContact: 'ignore-first' });
+      expect(r.html).toBe(expectedTree(page.bytes));
+      expect(r.beforeProof!.tokenAnswers).toBe(2);
+      expect(r.beforeProof!.frames).toBeGreaterThanOrEqual(2);
+      expect(server.counters().catpProven).toBe(1);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test('never proven: the session ends after unprovenTimeoutMs, counted; the address got ≤ 3× what it sent', async () => {
+    const server = await startServer({ root, rng: seededRng(13), catp: { unprovenTimeoutMs: 400 } });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      void client.fetch(`/${pages[1].name}`, { firstContact: 'never' }).catch(() => undefined);
+      await waitFor(() => server.counters().catpUnprovenExpired === 1, 'the unproven session to expire', 5000);
+      const c = server.counters();
+      expect(c.catpActive).toBe(0);
+      expect(c.catpProven).toBe(0);
+      expect(client.framesSeen).toBeGreaterThanOrEqual(2);
+      expect(client.bytesSeen).toBeLessThanOrEqual(3 * client.bytesSent);
+      // and nothing more comes
+      const seen = client.bytesSeen;
+      await sleep(300);
+      expect(client.bytesSeen).toBe(seen);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test('a padded request from an address with sessions waiting already, or an unpadded one: the token answer alone, no frames', async () => {
+    const server = await startServer({ root, rng: seededRng(14), catp: { maxUnprovenPerAddress: 1 } });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      void client.fetch(`/${pages[1].name}`, { firstContact: 'never' }).catch(() => undefined);
+      await waitFor(() => server.counters().catpUnprovenStarts === 1, 'the first unproven session');
+      const padded = await client.request(`/${pages[2].name}`, [['Catp-Mode', 'catp']], { pad: true });
+      const unpadded = await client.request(`/${pages[2].name}`, [['Catp-Mode', 'catp']]); // (token null): 3× ~100 B
+      for (const id of [padded, unpadded]) {
+        const res = await client.normalResponse(id);
+        expect([res.status, getHeader(res.headers, 'dhttp-retry')]).toEqual([421, 'token']);
+      }
+      await sleep(300);
+      expect(server.counters().catpUnprovenStarts).toBe(1);
+      expect(client.frameIds.has(idToHex(padded))).toBe(false);
+      expect(client.frameIds.has(idToHex(unpadded))).toBe(false);
+    } finally {
+      client.close();
+      await server.close();
     }
   });
 });

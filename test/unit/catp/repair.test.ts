@@ -173,6 +173,54 @@ describe('repair over a lossy pipe', () => {
   });
 });
 
+describe('a send budget (an unproven address: its first flight only)', () => {
+  test('only frames that fit go, in order; blocked, the sender asks for no send timer; lifted, it sends the rest, once each', () => {
+    const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, initialRttMs: 50 });
+    const budget = 3600 - 160;
+    sender.setSendBudget(budget);
+    const first: Uint8Array[] = [];
+    for (let t = 0; t <= 20; t += 1) for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) first.push(d);
+    expect(first.length).toBeGreaterThanOrEqual(2);
+    expect(first.reduce((n, d) => n + d.length, 0)).toBeLessThanOrEqual(budget);
+    expect(first.map(seqOf)).toEqual(first.map((_, i) => i));
+    expect(sender.budgetBlocked).toBe(true);
+    // no send is due: only the deadlines (idle, give-up), seconds away
+    expect(sender.nextTimerAt()!).toBeGreaterThan(5000);
+    // the budget grows (a report came): the frame that waited goes first
+    sender.setSendBudget(page.frames[first.length].length);
+    const next = sender.nextDatagram(21);
+    expect(next && seqOf(next)).toBe(first.length);
+    expect(sender.nextDatagram(22)).toBeNull();
+    // proven (within the round trip): no limit; the first pass goes on in order up to the initial window
+    sender.setSendBudget(null);
+    expect(sender.budgetBlocked).toBe(false);
+    const seqs = [...first, next!].map(seqOf);
+    for (let t = 22; t <= 60; t += 1) for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) seqs.push(seqOf(d));
+    expect(seqs.length).toBeGreaterThanOrEqual(10);
+    expect(seqs).toEqual(seqs.map((_, i) => i));
+    expect(sender.stats.resent).toBe(0);
+  });
+
+  test("over a lossy pipe, a budget lifted when the client's first report goes (about when its proof would): the page completes exactly", () => {
+    for (let seed = 1; seed <= 3; seed++) {
+      const sender = createSender(page, { requestId: ID, rateFramesPerSec: 2000, initialRttMs: 30 });
+      sender.setSendBudget(3000);
+      const client = new CatpAssembler({ sha256, requestId: ID, otherPort: 40000, repair: { reportIntervalMs: 40 } });
+      const res = runPipe<CatpEvent>(sender, client, {
+        seed, loss: 0.1, dup: 0, delayMs: 10, jitterMs: 0,
+        drop: (dir) => {
+          if (dir === 'up') sender.setSendBudget(null);
+          return undefined;
+        },
+      });
+      expect(res.completeAt).not.toBeNull();
+      const b = parse5TreeBuilder();
+      for (const { e } of res.events) b.apply(e);
+      expect(parse5.serialize(b.root!)).toBe(want);
+    }
+  });
+});
+
 describe('in-order UDP mode (raw)', () => {
   const bytes = new TextEncoder().encode(HTML);
   const raw = encodeRaw(bytes, { sha256 });

@@ -80,3 +80,42 @@ test('a request that did not ask for a stream drops non-HTTP datagrams as malfor
   expect(c.nextTimerAt()).toBe(100); // still waiting for a real answer
   expect(c.endStream(id)).toBe(false);
 });
+
+describe("first contact: a stream's first flight comes unproven (address validation)", () => {
+  const tokenAnswer = (idHex: string, token: string): Uint8Array =>
+    encodeResponse(hexToId(idHex), serializeResponse({ status: 421, reason: 'Misdirected Request', headers: [['DHTTP-Retry', 'token'], ['Catp-Token', token], ['Content-Length', '0']], body: new Uint8Array(0) }));
+  const sentRequests = (actions: ClientAction[]) =>
+    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => new TextDecoder().decode(decodeRequest(a.data).http));
+
+  test('the token answer first (the usual order): the request again with the token; frames then stop the resend timer', () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+    const [first] = sentRequests(drain(c).actions);
+    expect(first).toMatch(/Catp-Pad: /); // padded: room for a first flight
+    c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 5);
+    const again = sentRequests(drain(c).actions);
+    expect(again).toHaveLength(1);
+    expect(again[0]).toMatch(/Catp-Token: 1\.abc\.A{22}/);
+    c.receiveDatagram(frame(id, 0), SERVER, 6);
+    expect(drain(c).events.map((e) => e.type)).toEqual(['stream-datagram']);
+    expect(c.nextTimerAt()).toBeNull();
+  });
+
+  test('a token answer after the frames (the first was lost, or our proof was): the request again with the token, several times if need be; never TCP, and no resend timer', () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+    drain(c);
+    c.receiveDatagram(frame(id, 0), SERVER, 5);
+    c.receiveDatagram(frame(id, 1), SERVER, 6);
+    drain(c);
+    for (let i = 0; i < 3; i++) {
+      c.receiveDatagram(tokenAnswer(id, '1.abc.BBBBBBBBBBBBBBBBBBBBBB'), SERVER, 50 + 100 * i);
+      const { actions, events } = drain(c);
+      expect(sentRequests(actions)).toHaveLength(1);
+      expect(actions.some((a) => a.type === 'connect')).toBe(false);
+      expect(events.filter((e) => e.type === 'retry-over-tcp')).toHaveLength(0);
+      expect(c.nextTimerAt()).toBeNull();
+    }
+    expect(c.counters().retriesWithToken).toBe(3);
+  });
+});
