@@ -512,7 +512,8 @@ export class CatpSessions {
 
   /** True when `key`'s session is running and waits for its address to be proven. */
   isUnproven(key: string): boolean {
-    return this.sessions.get(key)?.unprovenUntil != null;
+    const s = this.sessions.get(key);
+    return s !== undefined && s.unprovenUntil !== null;
   }
 
   /**
@@ -547,6 +548,8 @@ export class CatpSessions {
     this.pending.delete(key);
     // a token request that came while the page was read proved the address
     const unproven = this.provenPending.delete(key) ? undefined : req.unproven;
+    // the caps are checked again: other unproven sessions may have started while this page was read
+    if (unproven !== undefined && !this.canStartUnproven(req.address)) return false;
     if (!this.enabled) return false;
     if (this.sessions.size >= this.opts.maxSessions) {
       this.c.catpRefused++;
