@@ -92,7 +92,7 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   udpRequests: number;
   /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
   udpMalformed: Record<string, number>;
-  /** Well-formed requests dropped because maxUdpInFlight were being answered (the clients resend). */
+  /** Well-formed requests answered "resend over TCP" because maxUdpInFlight were being answered (overload). */
   udpOverload: number;
   resentRequests: number;
   ignoredResends: number;
@@ -380,7 +380,10 @@ class Server implements DhttpServer {
       return;
     }
     if (this.udpInFlight >= this.limits.maxUdpInFlight) {
+      // Overloaded: "resend over TCP" (DHTTP paper VI-B3), on the client's own connection, which TCP's own
+      // handshake and our connection limits govern; a small answer, within the 3× budget to an unproven address.
       this.c.udpOverload++;
+      this.sendUdp(encodeResponse(dreq.id, serializeResponse(retryOverTcpResponse())), rinfo, dreq.resend, proven);
       return;
     }
     // Only well-formed requests reach the channel statistics, so garbage cannot push the server into

@@ -100,6 +100,25 @@ test('1,000 concurrent requests from one client each get their own body', async 
   expect(new Set(results.map((r) => r.requestId)).size).toBe(MANY);
 }, 60_000);
 
+test("an overloaded server answers \"resend over TCP\" (DHTTP paper VI-B3): 200 concurrent requests against maxUdpInFlight 4 all complete, the overflow over the client's own connection", async () => {
+  const busy = await startServer({ root, port: 0, host: '127.0.0.1', limits: { maxUdpInFlight: 4 } });
+  try {
+    const n = 200;
+    const results = await Promise.all(Array.from({ length: n }, (_, i) => host.fetch(`dhttp://127.0.0.1:${busy.port}/many/${i + 1}.txt`)));
+    results.forEach((r, i) => {
+      expect(r.response.status).toBe(200);
+      expect(Buffer.from(r.response.body).equals(bodyOf(i + 1))).toBe(true);
+    });
+    const c = busy.counters();
+    expect(c.udpOverload).toBeGreaterThan(0);
+    // every overloaded request was told to use TCP, not dropped: no resends were needed for them
+    expect(host.counters().lanes[0]!.client.retriesOverTcp).toBeGreaterThanOrEqual(c.udpOverload);
+    expect(c.dhttpTcpRequests).toBeGreaterThanOrEqual(c.udpOverload);
+  } finally {
+    await busy.close();
+  }
+}, 60_000);
+
 test('dhttpt:// goes over a TCP connection the client opens', async () => {
   const r = await host.fetch(`dhttpt://127.0.0.1:${server.port}/small.bin`);
   expect(r.channel).toBe('tcp');
