@@ -46,6 +46,13 @@ export interface DhttpClientOptions {
   maxBodyBytes?: number;
   /** How many completed request IDs are remembered to recognise late duplicates. Default 4096. */
   completedMemory?: number;
+  /**
+   * Connections servers opened to us, at most this many at once (default 64): beyond, the one idle longest is
+   * closed for the newcomer, or the newcomer when all are busy. A server cannot hold our sockets by the hundred.
+   */
+  maxInboundConnections?: number;
+  /** A connection a server opened to us that brings no byte for this long is closed (default 30000 ms). */
+  inboundIdleMs?: number;
 }
 
 export interface RequestInit {
@@ -124,7 +131,14 @@ export interface ClientCounters {
   failed: number;
   cancelled: number;
   dropped: { unknownId: number; duplicate: number; malformed: number; total: number };
-  connections: { opened: number; inbound: number; closedByUs: number };
+  connections: {
+    opened: number;
+    inbound: number;
+    closedByUs: number;
+    /** Inbound connections closed: idle past inboundIdleMs; over maxInboundConnections (the newcomer, or the longest idle). */
+    inboundIdle: number;
+    inboundOverLimit: number;
+  };
   /** DTD: announcements received, decisions sent, transfers cut short, malformed announcements dropped. */
   dtd: { announcements: number; proceeds: number; dontBothers: number; aborts: number; decisionResends: number; badAnnouncements: number };
 }
@@ -208,6 +222,8 @@ interface Conn {
   firstBytes: string;
   /** inbound: id of the message being received now. */
   current: string | null;
+  /** When a byte last arrived (or the connection was accepted): inbound idle timeout. */
+  lastRxMs: number;
 }
 
 function defaultRandom(n: number): Uint8Array {
@@ -249,7 +265,7 @@ export class DhttpClient {
     failed: 0,
     cancelled: 0,
     dropped: { unknownId: 0, duplicate: 0, malformed: 0, total: 0 },
-    connections: { opened: 0, inbound: 0, closedByUs: 0 },
+    connections: { opened: 0, inbound: 0, closedByUs: 0, inboundIdle: 0, inboundOverLimit: 0 },
     dtd: { announcements: 0, proceeds: 0, dontBothers: 0, aborts: 0, decisionResends: 0, badAnnouncements: 0 },
   };
 
@@ -266,6 +282,8 @@ export class DhttpClient {
       tcpTimeoutMs: options.tcpTimeoutMs ?? 30000,
       maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
       completedMemory: options.completedMemory ?? 4096,
+      maxInboundConnections: Math.max(1, options.maxInboundConnections ?? 64),
+      inboundIdleMs: options.inboundIdleMs ?? 30000,
     };
   }
 
@@ -535,10 +553,11 @@ export class DhttpClient {
   }
 
   /** A TCP connection the server opened to our TCP port was accepted; returns its connection key. */
-  inboundConnection(_from: Address, _nowMs: number): number {
+  inboundConnection(_from: Address, nowMs: number): number {
     const key = this.nextConnKey++;
     const conn: Conn = this.newConn(key, 'inbound', null);
     conn.open = true;
+    conn.lastRxMs = nowMs;
     conn.dhttp = new DhttpResponseStream({
       maxBodyBytes: this.opts.maxBodyBytes,
       methodOf: (id) => {
@@ -555,7 +574,30 @@ export class DhttpClient {
     });
     this.conns.set(key, conn);
     this.stats.connections.inbound++;
+    this.limitInbound(conn, nowMs);
     return key;
+  }
+
+  /** Over maxInboundConnections: close the inbound connection idle longest (no answer on it), else the newcomer. */
+  private limitInbound(newcomer: Conn, nowMs: number): void {
+    let count = 0;
+    let victim: Conn | null = null;
+    for (const c of this.conns.values()) {
+      if (c.kind !== 'inbound') continue;
+      count++;
+      if (c === newcomer || this.carriesAnswer(c)) continue;
+      if (victim === null || c.lastRxMs < victim.lastRxMs) victim = c;
+    }
+    if (count <= this.opts.maxInboundConnections) return;
+    this.stats.connections.inboundOverLimit++;
+    this.closeConn(victim ?? newcomer, nowMs);
+  }
+
+  /** An inbound connection is delivering an answer to a request still outstanding. */
+  private carriesAnswer(c: Conn): boolean {
+    if (c.current === null) return false;
+    const req = this.reqs.get(c.current);
+    return req !== undefined && req.arrivingOn === c.key;
   }
 
   tcpOpened(connKey: number, _nowMs: number): void {
@@ -569,6 +611,7 @@ export class DhttpClient {
   receiveTcp(connKey: number, data: Uint8Array, nowMs: number): void {
     const conn = this.conns.get(connKey);
     if (conn === undefined) return;
+    conn.lastRxMs = nowMs;
     if (conn.firstBytes.length < 5) conn.firstBytes += String.fromCharCode(...data.subarray(0, 5 - conn.firstBytes.length));
     conn.received += data.length;
     if (conn.dhttp !== null) {
@@ -614,10 +657,19 @@ export class DhttpClient {
     for (const req of this.reqs.values()) {
       if (req.deadline !== null && (at === null || req.deadline < at)) at = req.deadline;
     }
+    for (const c of this.conns.values()) {
+      if (c.kind === 'inbound' && (at === null || c.lastRxMs + this.opts.inboundIdleMs < at)) at = c.lastRxMs + this.opts.inboundIdleMs;
+    }
     return at;
   }
 
   handleTimer(nowMs: number): void {
+    for (const c of [...this.conns.values()]) {
+      if (c.kind === 'inbound' && nowMs >= c.lastRxMs + this.opts.inboundIdleMs && this.conns.get(c.key) === c) {
+        this.stats.connections.inboundIdle++;
+        this.closeConn(c, nowMs);
+      }
+    }
     const due = [...this.reqs.values()].filter((r) => r.deadline !== null && r.deadline <= nowMs);
     due.sort((a, b) => (a.deadline as number) - (b.deadline as number));
     for (const req of due) {
@@ -833,7 +885,7 @@ export class DhttpClient {
   // Connections
 
   private newConn(key: number, kind: ConnKind, origin: Origin | null): Conn {
-    return { key, kind, origin, open: false, pending: [], dhttp: null, http: null, received: 0, firstBytes: '', current: null };
+    return { key, kind, origin, open: false, pending: [], dhttp: null, http: null, received: 0, firstBytes: '', current: null, lastRxMs: 0 };
   }
 
   private connect(origin: Origin, kind: 'dhttp-out' | 'http'): Conn {

@@ -119,3 +119,38 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(c.counters().retriesWithToken).toBe(3);
   });
 });
+
+describe('connections servers open to us: bounded in number and in idleness', () => {
+  const closes = (actions: ClientAction[]) => actions.filter((a): a is Extract<ClientAction, { type: 'close-tcp' }> => a.type === 'close-tcp').map((a) => a.conn);
+
+  test('beyond maxInboundConnections the one idle longest is closed; none closes while an answer arrives on it', () => {
+    const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, maxInboundConnections: 2, inboundIdleMs: 1000 });
+    const a = c.inboundConnection(SERVER, 0);
+    const b = c.inboundConnection(SERVER, 10);
+    c.receiveTcp(a, new Uint8Array([1, 2, 3]), 20); // a partial ID: a is now the more recently active
+    expect(closes(drain(c).actions)).toEqual([]);
+    const n = c.inboundConnection(SERVER, 30);
+    expect(closes(drain(c).actions)).toEqual([b]);
+    expect(c.counters().connections.inboundOverLimit).toBe(1);
+    // the newcomer is kept, and the others still count
+    c.inboundConnection(SERVER, 40);
+    const closed = closes(drain(c).actions);
+    expect(closed).toHaveLength(1);
+    expect([a, n]).toContain(closed[0]);
+  });
+
+  test('an inbound connection that brings nothing for inboundIdleMs is closed (the timer asks for it); bytes keep it open', () => {
+    const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, inboundIdleMs: 1000 });
+    const a = c.inboundConnection(SERVER, 0);
+    const b = c.inboundConnection(SERVER, 0);
+    expect(c.nextTimerAt()).toBe(1000);
+    c.receiveTcp(b, new Uint8Array([7]), 900);
+    c.handleTimer(1000);
+    expect(closes(drain(c).actions)).toEqual([a]);
+    expect(c.nextTimerAt()).toBe(1900);
+    c.handleTimer(1900);
+    expect(closes(drain(c).actions)).toEqual([b]);
+    expect(c.counters().connections.inboundIdle).toBe(2);
+    expect(c.nextTimerAt()).toBeNull();
+  });
+});
