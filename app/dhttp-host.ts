@@ -127,6 +127,8 @@ interface Pending {
   fellBack: boolean;
   timer: NodeJS.Timeout | undefined;
   dtd?: DtdTrack;
+  /** DTD: the same request again without DTD (once, when the answer does not match its digest). */
+  refetch?: () => Promise<FetchResult>;
 }
 
 interface Load {
@@ -558,7 +560,10 @@ export class DhttpHost {
       startedAtMs,
     );
     const answer = new Promise<FetchResult>((resolve, reject) => {
-      const entry: Pending = { url, resolve, reject, startedAtMs, fellBack: false, timer: undefined, ...(dtd ? { dtd: dtd.track } : {}) };
+      const entry: Pending = {
+        url, resolve, reject, startedAtMs, fellBack: false, timer: undefined,
+        ...(dtd ? { dtd: dtd.track, refetch: () => this.fetch(url, { ...options, dtd: false }) } : {}),
+      };
       if (options.timeoutMs !== undefined) {
         entry.timer = setTimeout(() => {
           lane.client.cancel(requestId, performance.now());
@@ -585,6 +590,24 @@ export class DhttpHost {
           try {
             dtd = this.dtd.onResponse(entry.dtd, event.response, event.sentAtMs, event.receivedAtMs, event.channel);
           } catch (err) {
+            if ((err as { code?: unknown }).code === 'DTD_ERR_DIGEST_MISMATCH' && entry.refetch !== undefined) {
+              // A body that does not match its digest (a broken cache, a lying server): once more, without DTD,
+              // before the load fails.
+              const [agent, track] = [this.dtd, entry.dtd];
+              entry.refetch().then(
+                (again) => {
+                  try {
+                    const outcome = agent.afterMismatch(track, again.response);
+                    channels.dtd.publish(outcome);
+                    entry.resolve({ ...again, dtd: outcome });
+                  } catch (e) {
+                    entry.reject(e as Error);
+                  }
+                },
+                () => entry.reject(err as Error),
+              );
+              return;
+            }
             entry.reject(err as Error);
             return;
           }

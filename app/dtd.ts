@@ -212,6 +212,25 @@ export class DtdAgent {
     return { ...this.outcome(track, 'hit', reason), savedBytes: saved, savedMs, stored: true };
   }
 
+  /**
+   * The answer to a tracked request did not match its digest, and was fetched again without DTD: `response` is
+   * that second answer. It is checked against its own digest when it has one (a second mismatch throws
+   * DTD_ERR_DIGEST_MISMATCH: the load fails); it is never stored (nothing announced vouches for it).
+   */
+  afterMismatch(track: DtdTrack, response: HttpResponse): DtdOutcome {
+    this.c.refetches++;
+    const d = response.status === 200 ? this.digestOf(response.headers) : null;
+    if (d !== null && digestToHex(sha256(response.body)) !== digestToHex(d.sha256)) {
+      this.c.digestMismatches++;
+      throw dtdError('DTD_ERR_DIGEST_MISMATCH', `${track.url}: fetched again without DTD, the body still does not match the server's digest`);
+    }
+    return {
+      ...this.outcome(track, 'mismatch', 'the first answer did not match its digest; fetched again without DTD (not stored)'),
+      digest: d === null ? null : digestToHex(d.sha256),
+      digestSource: d?.source ?? null,
+    };
+  }
+
   refetched(_track: DtdTrack): void {
     this.c.refetches++;
   }

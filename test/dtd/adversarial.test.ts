@@ -133,8 +133,11 @@ test('§10 cross-site probe: a widened scope does honour the cross-site hit (the
   expect(p.bytes).toBe(0);
 });
 
-/** A tiny DHTTP server over UDP that lies: it announces (or attaches) the digest of other bytes. */
-async function liar(kind: 'attached' | 'announced'): Promise<{ port: number; close: () => void }> {
+/**
+ * A tiny DHTTP server over UDP that lies: it announces (or attaches) the digest of other bytes. 'flaky' lies only
+ * to DTD requests (a broken cache in front of an honest server): asked without DTD, it answers the truth.
+ */
+async function liar(kind: 'attached' | 'announced' | 'flaky'): Promise<{ port: number; close: () => void; truth: Buffer }> {
   const sock = dgram.createSocket('udp4');
   await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
   const truth = Buffer.from('the real body, 37 bytes of it here...');
@@ -143,6 +146,11 @@ async function liar(kind: 'attached' | 'announced'): Promise<{ port: number; clo
   sock.on('message', (msg, rinfo) => {
     const req = decodeRequest(msg);
     const http = parseRequestDatagram(req.http);
+    if (kind === 'flaky' && !isDecisionRequest(http) && !http.headers.some(([n]) => n.toLowerCase() === 'dtd-mode')) {
+      const honest = serializeResponse({ status: 200, reason: 'OK', headers: [['Repr-Digest', formatReprDigest(createHash('sha256').update(truth).digest())]], body: truth });
+      sock.send(encodeResponse(req.id, honest), rinfo.port, rinfo.address);
+      return;
+    }
     const full = serializeResponse({ status: 200, reason: 'OK', headers: [['Repr-Digest', formatReprDigest(claimed)]], body: truth });
     if (kind === 'attached' || isDecisionRequest(http)) {
       if (isDecisionRequest(http)) {
@@ -159,10 +167,10 @@ async function liar(kind: 'attached' | 'announced'): Promise<{ port: number; clo
     });
     sock.send(encodeResponse(req.id, ann), rinfo.port, rinfo.address);
   });
-  return { port: (sock.address() as { port: number }).port, close: () => sock.close() };
+  return { port: (sock.address() as { port: number }).port, close: () => sock.close(), truth };
 }
 
-test.each(['attached', 'announced'] as const)('a server whose digest (%s) does not match its body is caught; the store stays clean', async (kind) => {
+test.each(['attached', 'announced'] as const)('a server whose digest (%s) does not match its body is caught, fetched again once without DTD, still caught; the store stays clean', async (kind) => {
   const srv = await liar(kind);
   const store = tempDir('catp-dtd-liar-');
   const { host, store: s } = await hostWithStore(store.dir, { forcedMode: 'proceed' });
@@ -170,7 +178,27 @@ test.each(['attached', 'announced'] as const)('a server whose digest (%s) does n
     await expect(host.fetch(`dhttp://127.0.0.1:${srv.port}/x`)).rejects.toMatchObject({ code: 'DTD_ERR_DIGEST_MISMATCH' });
     await s.flush();
     expect(s.list()).toHaveLength(0);
+    expect(host.counters().dtd?.digestMismatches).toBe(2);
+    expect(host.counters().dtd?.refetches).toBe(1);
+  } finally {
+    host.close();
+    srv.close();
+    store.cleanup();
+  }
+});
+
+test('an answer that does not match its digest, from an origin honest without DTD: fetched again once, the load completes with the true body, not stored', async () => {
+  const srv = await liar('flaky');
+  const store = tempDir('catp-dtd-flaky-');
+  const { host, store: s } = await hostWithStore(store.dir, { forcedMode: 'proceed' });
+  try {
+    const r = await host.fetch(`dhttp://127.0.0.1:${srv.port}/x`);
+    expect(Buffer.from(r.response.body).equals(srv.truth)).toBe(true);
+    expect(r.dtd?.decision).toBe('mismatch');
+    await s.flush();
+    expect(s.list()).toHaveLength(0);
     expect(host.counters().dtd?.digestMismatches).toBe(1);
+    expect(host.counters().dtd?.refetches).toBe(1);
   } finally {
     host.close();
     srv.close();
