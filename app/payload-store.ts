@@ -7,7 +7,9 @@
 //   A crash mid-write leaves at most a stray temp file: never a torn payload under a final name.
 // - Index: one cacache index key per payload (`dtd:<sha256 hex>`), whose metadata lists the sites it was
 //   received from and the URLs it was received for (several payloads per URL), and when it was last used.
-//   cacache appends index lines with a checksum each, so a torn line is ignored on the next open.
+//   cacache appends index lines with a checksum each, so a torn line is ignored on the next open. Every update
+//   appends a line, so opening a store whose index is mostly stale lines compacts it (`compactIndex`: one line
+//   per payload, deleted ones none, each bucket rewritten to a temp file and renamed over it).
 //   The index is mirrored in memory: the DTD decision (`lookup`) never touches the disk, so it takes the same
 //   time whatever the store holds — a hit from another site looks exactly like a miss (§10).
 // - Budget: total payload bytes ≤ budgetBytes; the least recently used payloads are evicted.
@@ -19,7 +21,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { lstat, readdir, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 
 import cacache from 'cacache';
 
@@ -137,6 +139,9 @@ export interface StoreCounters {
   evictedBytes: number;
   tooLarge: number;
   ioErrors: number;
+  /** Index compactions run, and the superseded or deleted index lines they dropped (see `compactIndex`). */
+  indexCompactions: number;
+  indexLinesDropped: number;
 }
 
 export interface StoredPayload {
@@ -186,6 +191,8 @@ export class PayloadStore {
     evictedBytes: 0,
     tooLarge: 0,
     ioErrors: 0,
+    indexCompactions: 0,
+    indexLinesDropped: 0,
   };
 
   private constructor(opts: PayloadStoreOptions) {
@@ -204,8 +211,9 @@ export class PayloadStore {
   static async open(opts: PayloadStoreOptions = {}): Promise<PayloadStore> {
     const store = new PayloadStore(opts);
     let listing: Record<string, { integrity: string; size: number; metadata?: unknown }>;
+    let lines = 0;
     try {
-      listing = await readIndex(store.dir);
+      ({ entries: listing, lines } = await readIndex(store.dir));
     } catch (e) {
       throw new StoreError('STORE_ERR_IO', `cannot read the store at ${store.dir}: ${(e as Error).message}`);
     }
@@ -232,7 +240,46 @@ export class PayloadStore {
     loaded.sort((a, b) => a.lastUsed - b.lastUsed);
     for (const entry of loaded) store.insert(entry);
     if (store.bytes > store.budgetBytes) await store.serial(() => store.evict(null));
+    // Every update of an entry (a new site or URL, a use) appends a line: rewrite the index once most are stale.
+    if (lines > 2 * Object.keys(listing).length + 64) void store.compactIndex().catch(() => undefined);
     return store;
+  }
+
+  /**
+   * Rewrites cacache's index so that each key keeps only its latest line, and deleted keys none (cacache
+   * appends a line per insert and per delete, and never shortens a bucket). Each bucket file is rewritten to a
+   * temp file beside it and renamed over it (atomic), inside the store's write queue so no insert interleaves.
+   * Written here rather than with cacache.index.compact for the reason readIndex is (and one pass for all keys).
+   */
+  async compactIndex(): Promise<{ before: number; after: number }> {
+    return this.serial(async () => {
+      let before = 0;
+      let after = 0;
+      await walkIndex(this.dir, async (file, text) => {
+        const latest = new Map<string, string>();
+        let n = 0;
+        for (const line of text.split('\n')) {
+          const parsed = parseIndexLine(line);
+          if (parsed === null) continue;
+          n++;
+          latest.delete(parsed.key); // re-inserted below: the map keeps the order of last writes
+          if (typeof parsed.entry.integrity === 'string') latest.set(parsed.key, line);
+        }
+        before += n;
+        after += latest.size;
+        if (latest.size === n) return;
+        if (latest.size === 0) {
+          await unlink(file).catch(() => undefined);
+          return;
+        }
+        const tmp = `${file}.compact-${process.pid}-${Date.now()}`;
+        await writeFile(tmp, `\n${[...latest.values()].join('\n')}`);
+        await rename(tmp, file);
+      });
+      this.c.indexCompactions++;
+      this.c.indexLinesDropped += before - after;
+      return { before, after };
+    });
   }
 
   private insert(entry: Entry): void {
@@ -546,8 +593,43 @@ function sha256Equals(data: Uint8Array, digestHex: string): boolean {
  * some hosts (jest's VM, bundlers) cannot run. Lines whose checksum fails (a torn append) are skipped, as
  * cacache itself does.
  */
-async function readIndex(dir: string): Promise<Record<string, { integrity: string; size: number; metadata?: unknown }>> {
+async function readIndex(dir: string): Promise<{ entries: Record<string, { integrity: string; size: number; metadata?: unknown }>; lines: number }> {
   const out: Record<string, { integrity: string; size: number; metadata?: unknown }> = {};
+  let lines = 0;
+  await walkIndex(dir, (_file, text) => {
+    for (const line of text.split('\n')) {
+      const parsed = parseIndexLine(line);
+      if (parsed === null) continue;
+      lines++;
+      const entry = parsed.entry;
+      if (typeof entry.integrity !== 'string') {
+        delete out[parsed.key];
+        continue;
+      }
+      out[parsed.key] = { integrity: entry.integrity, size: Number(entry.size), metadata: entry.metadata };
+    }
+    return Promise.resolve();
+  });
+  return { entries: out, lines };
+}
+
+/** One index line (`<sha1 of json>\t<json>`), or null when torn, tampered or keyless. */
+function parseIndexLine(line: string): { key: string; entry: { integrity?: unknown; size?: unknown; metadata?: unknown } } | null {
+  const tab = line.indexOf('\t');
+  if (tab <= 0) return null;
+  const json = line.slice(tab + 1);
+  if (createHash('sha1').update(json).digest('hex') !== line.slice(0, tab)) return null;
+  let entry: { key?: unknown; integrity?: unknown; size?: unknown; metadata?: unknown };
+  try {
+    entry = JSON.parse(json) as typeof entry;
+  } catch {
+    return null;
+  }
+  return typeof entry.key === 'string' ? { key: entry.key, entry } : null;
+}
+
+/** Calls `each` with every bucket file of cacache's index (index-v5/xx/yy/<bucket>) and its text. */
+async function walkIndex(dir: string, each: (file: string, text: string) => Promise<void>): Promise<void> {
   const root = join(dir, 'index-v5');
   const walk = async (d: string, depth: number): Promise<void> => {
     let names: string[];
@@ -563,32 +645,15 @@ async function readIndex(dir: string): Promise<Record<string, { integrity: strin
         await walk(p, depth + 1);
         continue;
       }
+      if (name.includes('.compact-')) continue; // a compaction's temp file (a crash mid-rename)
       let text: string;
       try {
         text = await readFile(p, 'utf8');
       } catch {
         continue;
       }
-      for (const line of text.split('\n')) {
-        const tab = line.indexOf('\t');
-        if (tab <= 0) continue;
-        const json = line.slice(tab + 1);
-        if (createHash('sha1').update(json).digest('hex') !== line.slice(0, tab)) continue;
-        let entry: { key?: unknown; integrity?: unknown; size?: unknown; metadata?: unknown };
-        try {
-          entry = JSON.parse(json) as typeof entry;
-        } catch {
-          continue;
-        }
-        if (typeof entry.key !== 'string') continue;
-        if (typeof entry.integrity !== 'string') {
-          delete out[entry.key];
-          continue;
-        }
-        out[entry.key] = { integrity: entry.integrity, size: Number(entry.size), metadata: entry.metadata };
-      }
+      await each(p, text);
     }
   };
   await walk(root, 0);
-  return out;
 }

@@ -109,6 +109,55 @@ test('several payloads per URL; LRU eviction keeps the byte budget', async () =>
   expect(reopened.byUrl(A).map((e) => e.digestHex)).toEqual([Buffer.from(d0).toString('hex')]);
 });
 
+/** Index lines on disk (cacache appends one per insert or delete and never shortens a bucket). */
+function indexLines(root: string): number {
+  let n = 0;
+  const walk = (d: string) => {
+    let names: string[] = [];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const p = join(d, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else n += readFileSync(p, 'utf8').split('\n').filter((l) => l.includes('\t')).length;
+    }
+  };
+  walk(join(root, 'index-v5'));
+  return n;
+}
+
+test('the index is compacted when most of its lines are stale: one line per payload, evicted ones gone, everything still served', async () => {
+  const store = await PayloadStore.open({ dir: dir.dir, budgetBytes: 30_000, maxEntryBytes: 30_000, maxUrlsPerEntry: 4 });
+  const kept = randomBytes(5_000);
+  const d = (await store.put(A, kept)).digest;
+  // every new URL for the same payload appends a line (150 of them), and evictions append deletions
+  for (let i = 0; i < 150; i++) await store.put(`dhttp://a.example:8080/copy-${i}.bin`, kept);
+  for (let i = 0; i < 6; i++) {
+    await store.put(A2, randomBytes(10_000));
+    expect(await store.get(d, A)).not.toBeNull(); // the kept payload stays the most recently used
+  }
+  expect(store.counters().evictions).toBeGreaterThan(0);
+  await store.flush();
+  const before = indexLines(dir.dir);
+  expect(before).toBeGreaterThan(150);
+  const live = store.list().length;
+  const reopened = await PayloadStore.open({ dir: dir.dir, budgetBytes: 30_000 });
+  await reopened.flush(); // the compaction runs in the store's write queue
+  expect(reopened.counters().indexCompactions).toBe(1);
+  expect(indexLines(dir.dir)).toBe(live);
+  expect(reopened.counters().indexLinesDropped).toBe(before - live);
+  expect(Buffer.from((await reopened.get(d, A))!).equals(kept)).toBe(true);
+  expect(reopened.byUrl('dhttp://a.example:8080/copy-149.bin')).toHaveLength(1);
+  // and a third open reads the same store, with nothing left to compact
+  const third = await PayloadStore.open({ dir: dir.dir, budgetBytes: 30_000 });
+  await third.flush();
+  expect(third.counters().indexCompactions).toBe(0);
+  expect(third.list().map((e) => e.digestHex).sort()).toEqual(reopened.list().map((e) => e.digestHex).sort());
+});
+
 test('privacy scope: a payload from site A is no hit for site B unless widened', async () => {
   const store = await PayloadStore.open({ dir: dir.dir });
   const body = randomBytes(2000);
