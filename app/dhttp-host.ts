@@ -753,6 +753,7 @@ export class DhttpHost {
   async flushStore(): Promise<void> {
     if (this.reuse) await this.reuse.flush();
     else await this.options.store?.flush();
+    await this.dtd?.savePaths();
   }
 
   close(): void {

@@ -2,6 +2,10 @@
 // and measured RTT / bandwidth), what to answer an announcement (the payload store's in-memory index,
 // scoped by site), and what to do with each answer (verify its digest, store it). dhttp-host.ts calls it
 // from its fetch path; it holds no sockets and no timers.
+import { readFileSync, statSync } from 'node:fs';
+import { rename, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
 import { parseTarget, type ClientEvent, type HttpHeaders, type HttpResponse } from '../protocol/dhttp';
 import {
   DtdPolicy,
@@ -51,6 +55,8 @@ export interface DtdCounters {
   noDigest: number;
   refetches: number;
   digestMismatches: number;
+  /** Origins whose path estimates came from the last run (`dtd-paths.json` beside the store). */
+  pathsRestored: number;
   badDigestFields: Record<string, number>;
   savedBytes: number;
   savedMs: number;
@@ -74,6 +80,9 @@ export interface DtdTrack {
   lateHit?: boolean;
 }
 
+/** Beside the store: the DTD policy's path estimates from earlier runs. */
+export const PATHS_FILE = 'dtd-paths.json';
+
 export class DtdAgent {
   readonly policy: DtdPolicy;
   private readonly c: DtdCounters = {
@@ -86,6 +95,7 @@ export class DtdAgent {
     noDigest: 0,
     refetches: 0,
     digestMismatches: 0,
+    pathsRestored: 0,
     badDigestFields: {},
     savedBytes: 0,
     savedMs: 0,
@@ -96,6 +106,34 @@ export class DtdAgent {
     options: DtdPolicyOptions = {},
   ) {
     this.policy = new DtdPolicy(options);
+    this.restorePaths();
+  }
+
+  /**
+   * Path estimates (RTT, bandwidth per origin) and the hit ratio persist beside the store (`dtd-paths.json`), so a
+   * fresh `catp get` models the link it has met before instead of assuming 50 ms / 10 Mb/s. Read once here
+   * (a small file, at most 1 MiB; anything malformed is ignored), written by `savePaths`.
+   */
+  private restorePaths(): void {
+    try {
+      const file = join(this.store.dir, PATHS_FILE);
+      if (statSync(file).size > 1024 * 1024) return;
+      this.c.pathsRestored = this.policy.restore(JSON.parse(readFileSync(file, 'utf8')));
+    } catch {
+      // none yet, or unreadable: the defaults
+    }
+  }
+
+  /** Writes the path estimates beside the store (a temp file renamed over the old one). */
+  async savePaths(): Promise<void> {
+    const file = join(this.store.dir, PATHS_FILE);
+    const tmp = `${file}.${process.pid}.tmp`;
+    try {
+      await writeFile(tmp, JSON.stringify(this.policy.snapshot()));
+      await rename(tmp, file);
+    } catch {
+      await unlink(tmp).catch(() => undefined);
+    }
   }
 
   /** Header fields and the client flag for a request; null when DTD does not apply (not a GET, a body...). */

@@ -43,6 +43,17 @@ interface OriginState {
   plainLeft: number;
 }
 
+/** What a policy remembers across runs (per-origin path estimates and the hit ratio), as plain JSON. */
+export interface PolicySnapshot {
+  v: 1;
+  hits: number;
+  lookups: number;
+  origins: Array<[string, { srttMs: number | null; bw: number | null }]>;
+}
+
+/** Origins a snapshot may carry (the policy's own bound). */
+const MAX_ORIGINS = 4096;
+
 export interface Choice extends ModeChoice {
   /** Request header fields that ask for it (empty for plain). */
   headers: HttpHeaders;
@@ -78,7 +89,7 @@ export class DtdPolicy {
     if (s === undefined) {
       s = { srttMs: null, bw: null, noDigestRun: 0, plainLeft: 0 };
       this.origins.set(key, s);
-      if (this.origins.size > 4096) this.origins.delete(this.origins.keys().next().value as string);
+      if (this.origins.size > MAX_ORIGINS) this.origins.delete(this.origins.keys().next().value as string);
     }
     return s;
   }
@@ -165,6 +176,45 @@ export class DtdPolicy {
   observeLookup(hit: boolean): void {
     this.lookups++;
     if (hit) this.hits++;
+  }
+
+  /** Path estimates and hit ratio to keep for the next run (origins measured at least once, most recent last). */
+  snapshot(): PolicySnapshot {
+    const origins: PolicySnapshot['origins'] = [];
+    for (const [k, st] of this.origins) if (st.srttMs !== null || st.bw !== null) origins.push([k, { srttMs: st.srttMs, bw: st.bw }]);
+    return { v: 1, hits: this.hits, lookups: this.lookups, origins };
+  }
+
+  /**
+   * Takes back what `snapshot` gave (read from disk: anything malformed is skipped, never thrown); measurements
+   * made since this policy started win over restored ones. Returns how many origins were restored.
+   */
+  restore(data: unknown): number {
+    if (typeof data !== 'object' || data === null || (data as { v?: unknown }).v !== 1) return 0;
+    const d = data as Partial<Record<keyof PolicySnapshot, unknown>>;
+    const count = (x: unknown) => (typeof x === 'number' && Number.isSafeInteger(x) && x >= 0 ? x : null);
+    const hits = count(d.hits);
+    const lookups = count(d.lookups);
+    if (hits !== null && lookups !== null && hits <= lookups && this.lookups === 0) {
+      this.hits = hits;
+      this.lookups = lookups;
+    }
+    if (!Array.isArray(d.origins)) return 0;
+    const rtt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) && x >= 0 && x <= 60_000 ? x : null);
+    const bw = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) && x > 0 && x <= 1e12 ? x : null);
+    let n = 0;
+    for (const item of d.origins.slice(-MAX_ORIGINS)) {
+      if (!Array.isArray(item) || item.length !== 2 || typeof item[0] !== 'string' || item[0].length > 300) continue;
+      const v = item[1] as { srttMs?: unknown; bw?: unknown } | null;
+      if (typeof v !== 'object' || v === null) continue;
+      const [r, b] = [rtt(v.srttMs), bw(v.bw)];
+      if ((r === null && b === null) || this.origins.has(item[0])) continue;
+      const st = this.origin(item[0]);
+      st.srttMs = r;
+      st.bw = b;
+      n++;
+    }
+    return n;
   }
 
   counters(): { hits: number; lookups: number; origins: number } {

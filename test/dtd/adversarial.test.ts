@@ -254,3 +254,43 @@ test('a decision from another address cannot release or drop someone else\'s hel
   host.close();
   store.cleanup();
 });
+
+test('path estimates persist beside the store: a fresh host starts from the link it measured, not the default; a malformed file changes nothing', async () => {
+  const store = tempDir('catp-dtd-paths-');
+  const origin = `dhttp://127.0.0.1:${siteA.port}`;
+  try {
+    const first = await hostWithStore(store.dir, {});
+    let measured: number;
+    try {
+      await first.host.fetch(`${origin}/naughty.gif`);
+      measured = first.host.dtd!.policy.linkOf(origin).rttMs;
+      expect(measured).toBeLessThan(50); // loopback: far below the 50 ms assumed before any measurement
+      await first.host.flushStore();
+    } finally {
+      first.host.close();
+    }
+    const second = await hostWithStore(store.dir, {});
+    try {
+      expect(second.host.counters().dtd?.pathsRestored).toBe(1);
+      expect(second.host.dtd!.policy.linkOf(origin).rttMs).toBeCloseTo(measured, 6);
+    } finally {
+      second.host.close();
+    }
+    // hostile or broken contents: skipped one by one, never thrown
+    fs.writeFileSync(`${store.dir}/dtd-paths.json`, JSON.stringify({ v: 1, hits: 5, lookups: 2, origins: [[origin, { srttMs: -5 }], ['y', { srttMs: 1e99, bw: 'fast' }], 7, ['z']] }));
+    const third = await hostWithStore(store.dir, {});
+    try {
+      expect(third.host.counters().dtd?.pathsRestored).toBe(0);
+      expect(third.host.dtd!.policy.linkOf(origin).rttMs).toBe(50);
+      expect(third.host.dtd!.policy.counters()).toMatchObject({ hits: 0, lookups: 0 });
+    } finally {
+      third.host.close();
+    }
+    fs.writeFileSync(`${store.dir}/dtd-paths.json`, '{"v":1,"origins":[[');
+    const fourth = await hostWithStore(store.dir, {});
+    expect(fourth.host.counters().dtd?.pathsRestored).toBe(0);
+    fourth.host.close();
+  } finally {
+    store.cleanup();
+  }
+});
