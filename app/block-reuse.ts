@@ -37,6 +37,12 @@ export interface ReuseOutcome {
 export interface BlockReuseOptions {
   /** Rate assumed for the time estimate before any CATP load from an origin was measured (B/s, default 1,250,000). */
   assumedBytesPerSec?: number;
+  /**
+   * When to ask the server to hold its data frames (`Catp-Reuse: hold`) for a site the store holds blocks of:
+   * 'auto' (default) when the latency model says it pays (`wantsHold`), 'always' (tests of the mechanism on
+   * loopback, where a hold never pays).
+   */
+  hold?: 'auto' | 'always';
   /** Store reads in flight at once during a local fill (default 16). */
   readConcurrency?: number;
   /**
@@ -59,20 +65,24 @@ export interface LocalFill {
 
 export class BlockReuse {
   private readonly rates = new Map<string, number>();
+  /** Per origin: smoothed request-to-first-frame time and the transfer time reused blocks saved (or would have). */
+  private readonly history = new Map<string, { rttMs: number; savedMs: number }>();
   private readonly writes = new Set<Promise<unknown>>();
   private readonly assumed: number;
+  private readonly holdRule: 'auto' | 'always';
   private readonly concurrency: number;
   /** Verified payloads by block digest (hex), least recently used first. */
   private readonly memory = new Map<string, Uint8Array>();
   private memoryUsed = 0;
   private readonly memoryBytes: number;
-  private readonly c = { loads: 0, asked: 0, acked: 0, blocks: 0, reused: 0, crossSiteMisses: 0, corrupt: 0, bytesSaved: 0, savedMs: 0, stored: 0 };
+  private readonly c = { loads: 0, asked: 0, acked: 0, blocks: 0, reused: 0, crossSiteMisses: 0, corrupt: 0, bytesSaved: 0, savedMs: 0, stored: 0, holdsSkipped: 0 };
 
   constructor(
     readonly store: PayloadStore,
     options: BlockReuseOptions = {},
   ) {
     this.assumed = options.assumedBytesPerSec ?? 1_250_000;
+    this.holdRule = options.hold ?? 'auto';
     this.concurrency = Math.max(1, options.readConcurrency ?? 16);
     this.memoryBytes = Math.max(0, options.memoryBytes ?? 8 * 1024 * 1024);
   }
@@ -105,9 +115,32 @@ export class BlockReuse {
     return bytes;
   }
 
-  /** Ask the server to hold its data frames? Only when the store holds blocks of this site (in memory). */
+  /**
+   * Ask the server to hold its data frames? Only when the store holds blocks of this site (in memory), and when
+   * the latency model says the hold pays: it delays every data frame by about a round trip (the server waits for
+   * our exhaustive report), and saves the transfer time of the blocks we hold. Per origin, from the loads so far:
+   * the round trip (request to first frame) against the transfer time the reused blocks would have taken. With no
+   * load from the origin yet, ask (the only way to learn it).
+   */
   wantsHold(url: string): boolean {
-    return this.store.hasBlocksFor(url);
+    if (!this.store.hasBlocksFor(url)) return false;
+    if (this.holdRule === 'always') return true;
+    const h = this.history.get(originOf(url));
+    if (h === undefined || h.savedMs >= h.rttMs) return true;
+    this.c.holdsSkipped++;
+    return false;
+  }
+
+  /**
+   * A completed CATP load from `url`: its first frame came `rttMs` after the request, and the blocks it reused
+   * would have taken `savedMs` on the network (whether or not the server held them).
+   */
+  noteLoad(url: string, rttMs: number | null, savedMs: number): void {
+    if (rttMs === null || !(rttMs >= 0) || !(savedMs >= 0)) return;
+    const key = originOf(url);
+    const old = this.history.get(key);
+    this.history.set(key, old === undefined ? { rttMs, savedMs } : { rttMs: 0.75 * old.rttMs + 0.25 * rttMs, savedMs: 0.75 * old.savedMs + 0.25 * savedMs });
+    if (this.history.size > 4096) this.history.delete(this.history.keys().next().value as string);
   }
 
   /**

@@ -515,6 +515,11 @@ export class DhttpHost {
     const savedFrames = acked ? local.reused - local.arrivedAnyway : 0;
     const bytesSaved = acked ? frameBytes(0) * savedFrames + (local.payloadBytes - local.arrivedAnywayBytes) : 0;
     const { rate, source } = reuse.rateFor(load.url, load.options.rateBytesPerSec);
+    // what the reused blocks would have cost on the network, held or not: the hold model's evidence (only from
+    // loads that could reuse: a first visit, with nothing of the site in the store, says nothing about it)
+    if (load.reuse?.asked === true || local.reused > 0) {
+      reuse.noteLoad(load.url, session.firstFrameDelayMs(), ((frameBytes(0) * local.reused + local.payloadBytes) / rate) * 1000);
+    }
     const outcome: ReuseOutcome = {
       url: load.url,
       asked: load.reuse?.asked ?? false,

@@ -151,6 +151,11 @@ export class StreamSession {
   }
 
   /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
+  /** From the request to the first frame (ms; about a round trip plus the server's time), or null before one. */
+  firstFrameDelayMs(): number | null {
+    return this.firstFrameAtMs === null ? null : this.firstFrameAtMs - this.startedAtMs;
+  }
+
   arrivalSpan(): { frames: number; bytes: number; spanMs: number } {
     const span = this.firstFrameAtMs === null || this.lastFrameAtMs === null ? 0 : this.lastFrameAtMs - this.firstFrameAtMs;
     return { frames: Math.max(0, this.frames - 1), bytes: Math.max(0, this.bytes - this.firstFrameBytes), spanMs: span };

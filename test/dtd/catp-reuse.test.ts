@@ -2,13 +2,15 @@
 // cacache payload store on disk. What crossed the wire is the server's own count of the frames it sent
 // (catpIndexFramesSent / catpDataFramesSent / catpDataBytesSent).
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { parse, serialize } from 'parse5';
 
 import type { DhttpHost, StreamEvent } from '../../app';
-import type { PayloadStore } from '../../app/payload-store';
+import { BlockReuse } from '../../app/block-reuse';
+import { PayloadStore } from '../../app/payload-store';
 import { parse5TreeBuilder, isCatpReport, REQUEST_PREFIX_BYTES, REPORT_FLAG_EXHAUSTIVE, type CatpEvent } from '../../protocol/catp';
 import { seededRng } from '../../protocol/random';
 import { startServer, type DhttpServer, type ServerCounters } from '../../server';
@@ -61,9 +63,12 @@ afterAll(async () => {
   served.cleanup();
 });
 
+/** The mechanism under test, on loopback, where the latency model would rightly never ask for the hold. */
+const HOLD_ALWAYS = { reuse: { hold: 'always' as const } };
+
 beforeEach(async () => {
   storeDir = tempDir('catp-reuse-store-');
-  ({ host, store } = await hostWithStore(storeDir.dir, {}));
+  ({ host, store } = await hostWithStore(storeDir.dir, {}, {}, HOLD_ALWAYS));
 });
 
 afterEach(async () => {
@@ -212,7 +217,7 @@ test('(d) a corrupted store entry is not used: that block is fetched again and t
   writeFileSync(file, bytes);
   // a new session (process) on the same store: nothing of the block in memory, it has to come from disk
   host.close();
-  ({ host, store } = await hostWithStore(storeDir.dir, {}));
+  ({ host, store } = await hostWithStore(storeDir.dir, {}, {}, HOLD_ALWAYS));
   const c1 = server.counters();
   const again = await load(host, url('article.html'));
   expect(again.serialized).toBe(parse5Of(ORIGINAL));
@@ -298,5 +303,25 @@ test('catp get --catp --store DIR -v: the second load reuses every block and say
   expect(delta(own.counters(), c1, 'catpDataFramesSent')).toBe(0);
   } finally {
     await own.close();
+  }
+});
+
+test('the hold is asked for only when the latency model says it pays: blocks of the site and no history yet, yes; reused blocks that save less than a round trip, no; on a slow link, yes again', async () => {
+  const dir = tempDir('catp-reuse-model-');
+  try {
+    const store = await PayloadStore.open({ dir: dir.dir });
+    const page = 'dhttp://a.example:8080/p.html';
+    await store.put(page, randomBytes(2000), undefined, { block: true });
+    await store.flush();
+    const reuse = new BlockReuse(store);
+    expect(reuse.wantsHold('dhttp://b.example:8080/p.html')).toBe(false); // no blocks of that site
+    expect(reuse.wantsHold(page)).toBe(true);
+    reuse.noteLoad(page, 80, 5); // a fast link: the reused blocks saved 5 ms, the hold costs a round trip of 80
+    expect(reuse.wantsHold(page)).toBe(false);
+    expect(reuse.counters().holdsSkipped).toBe(1);
+    for (let i = 0; i < 8; i++) reuse.noteLoad(page, 80, 600); // a slow link: 600 ms of transfer saved a load
+    expect(reuse.wantsHold(page)).toBe(true);
+  } finally {
+    dir.cleanup();
   }
 });
