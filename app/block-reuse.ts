@@ -65,6 +65,8 @@ export interface LocalFill {
 
 export class BlockReuse {
   private readonly rates = new Map<string, number>();
+  /** Per origin: data frames' wire bytes over their blocks' decompressed bytes (smoothed). */
+  private readonly wireRatios = new Map<string, number>();
   /** Per origin: smoothed request-to-first-frame time and the transfer time reused blocks saved (or would have). */
   private readonly history = new Map<string, { rttMs: number; savedMs: number }>();
   private readonly writes = new Set<Promise<unknown>>();
@@ -216,6 +218,25 @@ export class BlockReuse {
     const key = originOf(url);
     const old = this.rates.get(key);
     this.rates.set(key, old === undefined ? rate : 0.75 * old + 0.25 * rate);
+  }
+
+  /** A load from `url` received data frames of `wire` bytes carrying blocks of `plain` decompressed bytes. */
+  noteDataBytes(url: string, wire: number, plain: number): void {
+    if (!(wire > 0) || !(plain > 0)) return;
+    const key = originOf(url);
+    const r = wire / plain;
+    const old = this.wireRatios.get(key);
+    this.wireRatios.set(key, old === undefined ? r : 0.75 * old + 0.25 * r);
+    if (this.wireRatios.size > 4096) this.wireRatios.delete(this.wireRatios.keys().next().value as string);
+  }
+
+  /**
+   * Wire bytes per decompressed block byte for `url`'s origin (frames are compressed): reused blocks' sizes are
+   * known decompressed only. 1 before any data frame from that origin was measured (an overestimate of what reuse
+   * saved, never an underestimate).
+   */
+  wireRatioFor(url: string): number {
+    return this.wireRatios.get(originOf(url)) ?? 1;
   }
 
   /** The rate the time estimate uses for `url`: measured from this origin, else the pacing asked for, else assumed. */

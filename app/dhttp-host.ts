@@ -509,16 +509,20 @@ export class DhttpHost {
     reuse.storeBlocks(load.url, assembler);
     const span = session.arrivalSpan();
     reuse.noteArrivals(load.url, span.frames, span.bytes, span.spanMs);
+    const data = session.dataBytes();
+    reuse.noteDataBytes(load.url, data.wire, data.plain);
+    const ratio = reuse.wireRatioFor(load.url);
     const local = session.localStats();
     const acked = assembler.reuseAcked;
-    // Frames the server never sent: reused blocks, unless it sent them anyway (then the network carried them).
+    // Frames the server never sent: reused blocks, unless it sent them anyway (then the network carried them);
+    // their payloads are known decompressed, so their wire size is estimated with the origin's compression ratio.
     const savedFrames = acked ? local.reused - local.arrivedAnyway : 0;
-    const bytesSaved = acked ? frameBytes(0) * savedFrames + (local.payloadBytes - local.arrivedAnywayBytes) : 0;
+    const bytesSaved = acked ? Math.round(frameBytes(0) * savedFrames + (local.payloadBytes - local.arrivedAnywayBytes) * ratio) : 0;
     const { rate, source } = reuse.rateFor(load.url, load.options.rateBytesPerSec);
     // what the reused blocks would have cost on the network, held or not: the hold model's evidence (only from
     // loads that could reuse: a first visit, with nothing of the site in the store, says nothing about it)
     if (load.reuse?.asked === true || local.reused > 0) {
-      reuse.noteLoad(load.url, session.firstFrameDelayMs(), ((frameBytes(0) * local.reused + local.payloadBytes) / rate) * 1000);
+      reuse.noteLoad(load.url, session.firstFrameDelayMs(), ((frameBytes(0) * local.reused + local.payloadBytes * ratio) / rate) * 1000);
     }
     const outcome: ReuseOutcome = {
       url: load.url,

@@ -4,6 +4,8 @@
 
 import {
   CatpAssembler,
+  FRAME_KIND,
+  HEADER_BYTES,
   RawAssembler,
   type CatpEvent,
   type RawAssemblerEvent,
@@ -112,6 +114,14 @@ export class StreamSession {
       if (b !== null && this.localBlocks.has(b)) this.arrivedAnyway.add(b);
     }
     const outcome = this.drain(nowMs);
+    if (r.accepted && r.seq !== undefined && data[10] === FRAME_KIND.DATA && this.assembler instanceof CatpAssembler) {
+      const b = this.assembler.blockAtSeq(r.seq);
+      const got = b === null ? null : this.assembler.blockPayload(b);
+      if (got !== null && !got.local) {
+        this.dataWire += data.length - HEADER_BYTES;
+        this.dataPlain += got.payload.length;
+      }
+    }
     const record: FrameRecord = {
       atMs: nowMs - this.startedAtMs,
       kernelAtMs: rxNs === null ? null : Number(rxNs - this.startedRealtimeNs) / 1e6,
@@ -150,11 +160,19 @@ export class StreamSession {
     return { reused: this.localBlocks.size, payloadBytes, arrivedAnyway: this.arrivedAnyway.size, arrivedAnywayBytes };
   }
 
-  /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
   /** From the request to the first frame (ms; about a round trip plus the server's time), or null before one. */
   firstFrameDelayMs(): number | null {
     return this.firstFrameAtMs === null ? null : this.firstFrameAtMs - this.startedAtMs;
   }
+
+  /** Data frames that came over the network: their payload bytes on the wire (no header) and decompressed. */
+  dataBytes(): { wire: number; plain: number } {
+    return { wire: this.dataWire, plain: this.dataPlain };
+  }
+
+  /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
+  private dataWire = 0;
+  private dataPlain = 0;
 
   arrivalSpan(): { frames: number; bytes: number; spanMs: number } {
     const span = this.firstFrameAtMs === null || this.lastFrameAtMs === null ? 0 : this.lastFrameAtMs - this.firstFrameAtMs;
