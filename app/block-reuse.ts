@@ -52,6 +52,17 @@ export interface BlockReuseOptions {
   memoryBytes?: number;
 }
 
+/** Per origin: CATP arrival rate (B/s), data frames' wire bytes per decompressed block byte, request-to-first-frame
+ *  time and the transfer time reused blocks saved or would have saved (ms). */
+interface OriginMeasures {
+  rate?: number;
+  wireRatio?: number;
+  rttMs?: number;
+  savedMs?: number;
+}
+
+const MAX_ORIGINS = 4096;
+
 /** A measured arrival rate counts only with this many data frames spread over this long. */
 const MIN_RATE_FRAMES = 8;
 const MIN_RATE_SPAN_MS = 5;
@@ -64,11 +75,8 @@ export interface LocalFill {
 }
 
 export class BlockReuse {
-  private readonly rates = new Map<string, number>();
-  /** Per origin: data frames' wire bytes over their blocks' decompressed bytes (smoothed). */
-  private readonly wireRatios = new Map<string, number>();
-  /** Per origin: smoothed request-to-first-frame time and the transfer time reused blocks saved (or would have). */
-  private readonly history = new Map<string, { rttMs: number; savedMs: number }>();
+  /** What earlier loads measured, per origin (each smoothed, α = 1/4; the 4096 most recently measured origins). */
+  private readonly origins = new Map<string, OriginMeasures>();
   private readonly writes = new Set<Promise<unknown>>();
   private readonly assumed: number;
   private readonly holdRule: 'auto' | 'always';
@@ -127,8 +135,8 @@ export class BlockReuse {
   wantsHold(url: string): boolean {
     if (!this.store.hasBlocksFor(url)) return false;
     if (this.holdRule === 'always') return true;
-    const h = this.history.get(originOf(url));
-    if (h === undefined || h.savedMs >= h.rttMs) return true;
+    const m = this.origins.get(originOf(url));
+    if (m?.rttMs === undefined || m.savedMs === undefined || m.savedMs >= m.rttMs) return true;
     this.c.holdsSkipped++;
     return false;
   }
@@ -139,10 +147,21 @@ export class BlockReuse {
    */
   noteLoad(url: string, rttMs: number | null, savedMs: number): void {
     if (rttMs === null || !(rttMs >= 0) || !(savedMs >= 0)) return;
+    this.measure(url, { rttMs, savedMs });
+  }
+
+  /** Folds new samples into `url`'s origin measures (smoothed), keeping the origin most recently measured. */
+  private measure(url: string, samples: OriginMeasures): void {
     const key = originOf(url);
-    const old = this.history.get(key);
-    this.history.set(key, old === undefined ? { rttMs, savedMs } : { rttMs: 0.75 * old.rttMs + 0.25 * rttMs, savedMs: 0.75 * old.savedMs + 0.25 * savedMs });
-    if (this.history.size > 4096) this.history.delete(this.history.keys().next().value as string);
+    const m = this.origins.get(key) ?? {};
+    this.origins.delete(key);
+    for (const k of Object.keys(samples) as (keyof OriginMeasures)[]) {
+      const x = samples[k] as number;
+      const old = m[k];
+      m[k] = old === undefined ? x : 0.75 * old + 0.25 * x;
+    }
+    this.origins.set(key, m);
+    if (this.origins.size > MAX_ORIGINS) this.origins.delete(this.origins.keys().next().value as string);
   }
 
   /**
@@ -215,33 +234,27 @@ export class BlockReuse {
   noteArrivals(url: string, frames: number, bytes: number, spanMs: number): void {
     if (frames < MIN_RATE_FRAMES || spanMs < MIN_RATE_SPAN_MS) return;
     const rate = (bytes / spanMs) * 1000;
-    const key = originOf(url);
-    const old = this.rates.get(key);
-    this.rates.set(key, old === undefined ? rate : 0.75 * old + 0.25 * rate);
+    this.measure(url, { rate });
   }
 
   /** A load from `url` received data frames of `wire` bytes carrying blocks of `plain` decompressed bytes. */
   noteDataBytes(url: string, wire: number, plain: number): void {
     if (!(wire > 0) || !(plain > 0)) return;
-    const key = originOf(url);
-    const r = wire / plain;
-    const old = this.wireRatios.get(key);
-    this.wireRatios.set(key, old === undefined ? r : 0.75 * old + 0.25 * r);
-    if (this.wireRatios.size > 4096) this.wireRatios.delete(this.wireRatios.keys().next().value as string);
+    this.measure(url, { wireRatio: wire / plain });
   }
 
   /**
-   * Wire bytes per decompressed block byte for `url`'s origin (frames are compressed): reused blocks' sizes are
-   * known decompressed only. 1 before any data frame from that origin was measured (an overestimate of what reuse
-   * saved, never an underestimate).
+   * The wire bytes of `frames` data frames whose blocks hold `payloadBytes` decompressed (reused blocks are known
+   * decompressed only): scaled by the origin's measured compression ratio, 1 before one was measured (an
+   * overestimate of what reuse saved, never an underestimate).
    */
-  wireRatioFor(url: string): number {
-    return this.wireRatios.get(originOf(url)) ?? 1;
+  wireBytes(url: string, frames: number, payloadBytes: number): number {
+    return Math.round(frameBytes(0) * frames + payloadBytes * (this.origins.get(originOf(url))?.wireRatio ?? 1));
   }
 
   /** The rate the time estimate uses for `url`: measured from this origin, else the pacing asked for, else assumed. */
   rateFor(url: string, pacedBytesPerSec?: number): { rate: number; source: ReuseOutcome['rateSource'] } {
-    const measured = this.rates.get(originOf(url));
+    const measured = this.origins.get(originOf(url))?.rate;
     if (measured !== undefined) return { rate: measured, source: 'measured' };
     if (pacedBytesPerSec !== undefined && pacedBytesPerSec > 0) return { rate: pacedBytesPerSec, source: 'paced' };
     return { rate: this.assumed, source: 'assumed' };

@@ -21,7 +21,7 @@ import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
 import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
 import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
-import { BlockReuse, frameBytes, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
+import { BlockReuse, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
 import { CatpAssembler, type BlockInfo } from '../protocol/catp';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
@@ -511,18 +511,17 @@ export class DhttpHost {
     reuse.noteArrivals(load.url, span.frames, span.bytes, span.spanMs);
     const data = session.dataBytes();
     reuse.noteDataBytes(load.url, data.wire, data.plain);
-    const ratio = reuse.wireRatioFor(load.url);
     const local = session.localStats();
     const acked = assembler.reuseAcked;
     // Frames the server never sent: reused blocks, unless it sent them anyway (then the network carried them);
     // their payloads are known decompressed, so their wire size is estimated with the origin's compression ratio.
     const savedFrames = acked ? local.reused - local.arrivedAnyway : 0;
-    const bytesSaved = acked ? Math.round(frameBytes(0) * savedFrames + (local.payloadBytes - local.arrivedAnywayBytes) * ratio) : 0;
+    const bytesSaved = acked ? reuse.wireBytes(load.url, savedFrames, local.payloadBytes - local.arrivedAnywayBytes) : 0;
     const { rate, source } = reuse.rateFor(load.url, load.options.rateBytesPerSec);
     // what the reused blocks would have cost on the network, held or not: the hold model's evidence (only from
     // loads that could reuse: a first visit, with nothing of the site in the store, says nothing about it)
     if (load.reuse?.asked === true || local.reused > 0) {
-      reuse.noteLoad(load.url, session.firstFrameDelayMs(), ((frameBytes(0) * local.reused + local.payloadBytes * ratio) / rate) * 1000);
+      reuse.noteLoad(load.url, session.firstFrameDelayMs(), (reuse.wireBytes(load.url, local.reused, local.payloadBytes) / rate) * 1000);
     }
     const outcome: ReuseOutcome = {
       url: load.url,

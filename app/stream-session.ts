@@ -114,14 +114,8 @@ export class StreamSession {
       if (b !== null && this.localBlocks.has(b)) this.arrivedAnyway.add(b);
     }
     const outcome = this.drain(nowMs);
-    if (r.accepted && r.seq !== undefined && data[10] === FRAME_KIND.DATA && this.assembler instanceof CatpAssembler) {
-      const b = this.assembler.blockAtSeq(r.seq);
-      const got = b === null ? null : this.assembler.blockPayload(b);
-      if (got !== null && !got.local) {
-        this.dataWire += data.length - HEADER_BYTES;
-        this.dataPlain += got.payload.length;
-      }
-    }
+    // an accepted data frame brought its block over the network (a block filled locally refuses it as a duplicate)
+    if (r.accepted && data[10] === FRAME_KIND.DATA) this.dataWire += data.length - HEADER_BYTES;
     const record: FrameRecord = {
       atMs: nowMs - this.startedAtMs,
       kernelAtMs: rxNs === null ? null : Number(rxNs - this.startedRealtimeNs) / 1e6,
@@ -167,13 +161,19 @@ export class StreamSession {
 
   /** Data frames that came over the network: their payload bytes on the wire (no header) and decompressed. */
   dataBytes(): { wire: number; plain: number } {
-    return { wire: this.dataWire, plain: this.dataPlain };
+    let plain = 0;
+    if (this.assembler instanceof CatpAssembler) {
+      for (const info of this.assembler.knownBlocks()) {
+        const got = this.assembler.blockPayload(info.block);
+        if (got !== null && !got.local) plain += got.payload.length;
+      }
+    }
+    return { wire: this.dataWire, plain };
   }
 
-  /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
   private dataWire = 0;
-  private dataPlain = 0;
 
+  /** Frames and bytes that arrived after the first frame, and over how long (the load's arrival rate). */
   arrivalSpan(): { frames: number; bytes: number; spanMs: number } {
     const span = this.firstFrameAtMs === null || this.lastFrameAtMs === null ? 0 : this.lastFrameAtMs - this.firstFrameAtMs;
     return { frames: Math.max(0, this.frames - 1), bytes: Math.max(0, this.bytes - this.firstFrameBytes), spanMs: span };

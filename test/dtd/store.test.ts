@@ -20,7 +20,8 @@ const A = 'dhttp://a.example:8080/x.bin';
 const A2 = 'dhttp://a.example:8080/other.bin';
 const B = 'dhttp://b.example:8080/y.bin';
 
-function contentFiles(root: string): string[] {
+/** Every file under `root`/`sub`, recursively (none when it does not exist). */
+function filesUnder(root: string, sub: string): string[] {
   const out: string[] = [];
   const walk = (d: string) => {
     let names: string[] = [];
@@ -35,9 +36,11 @@ function contentFiles(root: string): string[] {
       else out.push(p);
     }
   };
-  walk(join(root, 'content-v2'));
+  walk(join(root, sub));
   return out;
 }
+
+const contentFiles = (root: string): string[] => filesUnder(root, 'content-v2');
 
 test('defaults: location under XDG_CACHE_HOME, 256 MiB, site scope', () => {
   expect(defaultStoreDir({ XDG_CACHE_HOME: '/x/cache' })).toBe('/x/cache/catp-browser/payloads');
@@ -111,22 +114,7 @@ test('several payloads per URL; LRU eviction keeps the byte budget', async () =>
 
 /** Index lines on disk (cacache appends one per insert or delete and never shortens a bucket). */
 function indexLines(root: string): number {
-  let n = 0;
-  const walk = (d: string) => {
-    let names: string[] = [];
-    try {
-      names = readdirSync(d);
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      const p = join(d, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else n += readFileSync(p, 'utf8').split('\n').filter((l) => l.includes('\t')).length;
-    }
-  };
-  walk(join(root, 'index-v5'));
-  return n;
+  return filesUnder(root, 'index-v5').reduce((n, f) => n + readFileSync(f, 'utf8').split('\n').filter((l) => l.includes('\t')).length, 0);
 }
 
 test('the index is compacted when most of its lines are stale: one line per payload, evicted ones gone, everything still served', async () => {
