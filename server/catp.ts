@@ -122,6 +122,8 @@ export interface CatpCounters extends EncoderCounters {
   catpRefused: number;
   /** CATP requests over the per-address session limit (answered "resend over TCP"). */
   catpRefusedPerAddress: number;
+  /** CATP requests answered normally because their frames would pass the address's share of the memory budget. */
+  catpOverMemory: number;
   /** Frames the senders released (first sends and resends; those lost to send errors included). */
   catpFramesSent: number;
   /** Of those, resends. */
@@ -171,6 +173,7 @@ export function newCatpCounters(): CatpCounters {
     catpGaveUp: 0,
     catpRefused: 0,
     catpRefusedPerAddress: 0,
+    catpOverMemory: 0,
     catpFramesSent: 0,
     catpFramesResent: 0,
     catpIndexFramesSent: 0,
@@ -280,6 +283,8 @@ interface Session {
   /** Deadline for the scheduler (ms, performance.now clock), and the session's heap position (-1 = none). */
   at: number;
   heapIndex: number;
+  /** Gives the session's frame bytes back to the memory budget (StartRequest.memory), once. */
+  release: (() => void) | null;
 }
 
 /** Indexed binary min-heap of sessions by `at`. */
@@ -388,6 +393,16 @@ export interface StartRequest {
    * `sendToken` (the server's "ask again with this token" answer) goes before the first frame.
    */
   unproven?: { budget: AmplificationBudget; sendToken: () => void };
+  /**
+   * The session's frames count against its client's share of the server's memory for answers (body-budget.ts)
+   * while it runs: `take` false → not started (answered normally); `give` when it ends.
+   */
+  memory?: CatpMemory;
+}
+
+export interface CatpMemory {
+  take: (bytes: number) => boolean;
+  give: (bytes: number) => void;
 }
 
 type ResolvedCatpOptions = Required<Omit<CatpOptions, 'sender'>> & { sender: CatpOptions['sender'] };
@@ -560,6 +575,12 @@ export class CatpSessions {
     // Reuse only means something with blocks (CATP), and only towards a client that asked (it sets a flag
     // bit in every frame, which an old client would refuse).
     const reuse = req.reuse === true && req.mode === 'catp' && this.opts.reuse;
+    const memory = req.memory;
+    if (memory !== undefined && !memory.take(enc.bytes)) {
+      this.c.catpOverMemory++;
+      return false;
+    }
+    const release = memory === undefined ? null : () => memory.give(enc.bytes);
     let sender: RepairSender;
     try {
       sender = new RepairSender(enc.frames, enc.indexFrames, {
@@ -570,6 +591,7 @@ export class CatpSessions {
         ...(reuse ? { reuse: { holdMs: this.opts.reuseHoldMs } } : {}),
       });
     } catch {
+      release?.();
       this.c.catpEncodeErrors++;
       return false;
     }
@@ -577,7 +599,7 @@ export class CatpSessions {
       key, mode: req.mode, sender, address: req.address, port: req.port,
       dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames,
       unprovenUntil: unproven === undefined ? null : this.now() + this.opts.unprovenTimeoutMs,
-      budget: unproven?.budget ?? null, tokenAt: this.now(), at: 0, heapIndex: -1,
+      budget: unproven?.budget ?? null, tokenAt: this.now(), at: 0, heapIndex: -1, release,
     };
     this.sessions.set(key, s);
     this.c.catpSessions++;
@@ -758,6 +780,7 @@ export class CatpSessions {
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
     this.heap.remove(s);
+    this.releaseMemory(s);
     if (s.unprovenUntil !== null) this.unprovenCount--;
     const gate = s.sender.reuse;
     if (gate?.stats.holdExpired) this.c.catpReuseHoldExpired++;
@@ -814,10 +837,17 @@ export class CatpSessions {
   }
 
   /** Stop every session and the timer (the server is closing). */
+  private releaseMemory(s: Session): void {
+    const r = s.release;
+    s.release = null;
+    r?.();
+  }
+
   close(): void {
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    for (const s of this.sessions.values()) this.releaseMemory(s);
     this.heap.clear();
     this.sessions.clear();
     this.unprovenCount = 0;

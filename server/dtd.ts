@@ -4,8 +4,11 @@
 // Bounded: at most `maxHolds` bodies held (more: answered at once, counted `dtdHoldRefused`), each for at
 // most `holdTimeoutMs` (then dropped, `dtdHoldExpired`); the last `recentMemory` decided holds are
 // remembered so a repeated PROCEED (the client did not get the body) is answered again over TCP and a late
-// or repeated decision is recognised instead of counted as unknown.
+// or repeated decision is recognised instead of counted as unknown. With a body budget (body-budget.ts) every
+// body kept (held, or remembered after a PROCEED) counts against its client's share until it is dropped.
 import type { HttpResponse } from '../protocol/dhttp/http1';
+import { bodyLength, type FileResponse } from './files';
+import type { BodyBudget } from './body-budget';
 import { DTD_ANNOUNCE_FIELD, formatAnnounce, parseDtdMode, type WireMode } from '../protocol/dtd/messages';
 
 export interface DtdServerOptions {
@@ -68,9 +71,9 @@ export function bumpCode(rec: Record<string, number>, code: string): void {
 }
 
 /** The body-less announcement of a response: same status and headers, DTD-Announce, Content-Length 0. */
-export function announcement(res: HttpResponse, held: boolean): HttpResponse {
+export function announcement(res: FileResponse, held: boolean): HttpResponse {
   const headers = res.headers.filter(([n]) => n.toLowerCase() !== 'content-length');
-  headers.push([DTD_ANNOUNCE_FIELD, formatAnnounce({ held, length: res.body.length })]);
+  headers.push([DTD_ANNOUNCE_FIELD, formatAnnounce({ held, length: bodyLength(res) })]);
   return { status: res.status, reason: res.reason, headers, body: new Uint8Array(0) };
 }
 
@@ -81,9 +84,10 @@ export type DtdPlan = 'none' | 'hold' | 'announce-and-send';
  * announce it and send the body at once (abort, or auto-proceed below the threshold), or nothing (not a
  * 200 with a body, no DTD-Mode, or a malformed one — counted).
  */
-export function planFor(mode: WireMode | null, method: string, res: HttpResponse): DtdPlan {
-  if (mode === null || method !== 'GET' || res.status !== 200 || res.body.length === 0) return 'none';
-  if (mode.mode === 'proceed' && res.body.length >= mode.autoBelowBytes) return 'hold';
+export function planFor(mode: WireMode | null, method: string, res: FileResponse): DtdPlan {
+  const n = bodyLength(res);
+  if (mode === null || method !== 'GET' || res.status !== 200 || n === 0) return 'none';
+  if (mode.mode === 'proceed' && n >= mode.autoBelowBytes) return 'hold';
   return 'announce-and-send';
 }
 
@@ -104,16 +108,24 @@ export interface Hold<T> {
   ctx: T;
 }
 
+type Decided<T> = { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' };
+
 /** Held bodies keyed by (client address, request ID), plus a memory of decided ones. */
 export class HoldTable<T> {
   private readonly holds = new Map<string, Hold<T>>();
-  private readonly recent = new Map<string, { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' }>();
+  private readonly recent = new Map<string, Decided<T>>();
 
   constructor(
     readonly maxHolds: number,
     readonly holdTimeoutMs: number,
     readonly recentMemory: number,
+    /** Charge kept bodies to their client's share of this budget. */
+    private readonly bodies?: { budget: BodyBudget; addressOf: (ctx: T) => string },
   ) {}
+
+  private give(res: HttpResponse, ctx: T): void {
+    if (this.bodies !== undefined && res.body.length > 0) this.bodies.budget.give(this.bodies.addressOf(ctx), res.body.length);
+  }
 
   get size(): number {
     return this.holds.size;
@@ -127,9 +139,12 @@ export class HoldTable<T> {
     return this.holds.get(key);
   }
 
-  /** false when the table is full. */
+  /** false when the table is full, or the body does not fit its client's share of the budget. */
   add(key: string, res: HttpResponse, ctx: T, now: number): boolean {
-    if (!this.holds.has(key) && this.holds.size >= this.maxHolds) return false;
+    const old = this.holds.get(key);
+    if (old === undefined && this.holds.size >= this.maxHolds) return false;
+    if (this.bodies !== undefined && res.body.length > 0 && !this.bodies.budget.tryTake(this.bodies.addressOf(ctx), res.body.length)) return false;
+    if (old !== undefined) this.give(old.res, old.ctx);
     this.holds.set(key, { res, at: now, ctx });
     return true;
   }
@@ -142,13 +157,29 @@ export class HoldTable<T> {
     return h;
   }
 
-  remember(key: string, res: HttpResponse, ctx: T, decision: 'proceed' | 'dont-bother'): void {
-    this.recent.delete(key);
+  /** `res` was held (charged): kept after a PROCEED (its body may be asked for again), dropped after a DON'T-BOTHER. */
+  private remember(key: string, res: HttpResponse, ctx: T, decision: 'proceed' | 'dont-bother'): void {
+    const old = this.recent.get(key);
+    if (old !== undefined) {
+      this.recent.delete(key);
+      this.give(old.res, old.ctx);
+    }
+    if (decision === 'dont-bother') {
+      this.give(res, ctx);
+      res = { ...res, body: new Uint8Array(0) };
+    }
     this.recent.set(key, { res, ctx, decision });
-    while (this.recent.size > this.recentMemory) this.recent.delete(this.recent.keys().next().value as string);
+    while (this.recent.size > this.recentMemory) this.dropRecent(this.recent.keys().next().value as string);
   }
 
-  decided(key: string): { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' } | undefined {
+  private dropRecent(key: string): void {
+    const d = this.recent.get(key);
+    if (d === undefined) return;
+    this.recent.delete(key);
+    this.give(d.res, d.ctx);
+  }
+
+  decided(key: string): Decided<T> | undefined {
     return this.recent.get(key);
   }
 
@@ -158,12 +189,15 @@ export class HoldTable<T> {
     for (const [k, h] of this.holds) {
       if (now - h.at < this.holdTimeoutMs) continue;
       this.holds.delete(k);
+      this.give(h.res, h.ctx);
       n++;
     }
     return n;
   }
 
   clear(): void {
+    for (const h of this.holds.values()) this.give(h.res, h.ctx);
+    for (const d of this.recent.values()) this.give(d.res, d.ctx);
     this.holds.clear();
     this.recent.clear();
   }

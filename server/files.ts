@@ -13,8 +13,24 @@ export interface FileRequest {
   headers: readonly (readonly [string, string])[];
 }
 
-/** An HttpResponse (protocol/dhttp/http1.ts) ready for serializeResponse. */
-export type FileResponse = HttpResponse;
+/** A file too large to read whole: its bytes go from disk a chunk at a time (body-writer.ts). */
+export interface FileBody {
+  /** The real path, checked to be a regular file under the root. */
+  path: string;
+  /** Bytes to send (the size at `stat`; Content-Length says so). */
+  size: number;
+}
+
+/**
+ * An HttpResponse (protocol/dhttp/http1.ts) ready for serializeResponse; with `file`, `body` is empty and the
+ * body is that file: serialize the head with `{ bodyLength: file.size }` and write the file after it.
+ */
+export type FileResponse = HttpResponse & { file?: FileBody };
+
+/** The length of an answer's body, in memory or on disk. */
+export function bodyLength(res: FileResponse): number {
+  return res.file?.size ?? res.body.length;
+}
 
 export interface FileServerOptions {
   root: string;
@@ -24,6 +40,11 @@ export interface FileServerOptions {
   cacheBytes?: number;
   /** Files larger than this are never cached. Default 4 MiB. */
   cacheEntryMaxBytes?: number;
+  /**
+   * With `HandleOptions.stream`, files larger than this are not read whole: the answer names the file and its
+   * writer streams it (body-writer.ts). Default 1 MiB.
+   */
+  streamAboveBytes?: number;
   /** sha-256 digests remembered (DTD). Default 65,536. */
   digestCacheEntries?: number;
   /**
@@ -36,6 +57,8 @@ export interface FileServerOptions {
 export interface HandleOptions {
   /** Add Repr-Digest to a 200 even when the request has no Want-Repr-Digest (DTD-Mode implies it). */
   reprDigest?: boolean;
+  /** The caller can write a file body (`FileResponse.file`): files above `streamAboveBytes` are not read whole. */
+  stream?: boolean;
 }
 
 export const ALLOWED_METHODS = 'GET, HEAD';
@@ -156,6 +179,7 @@ export class FileServer {
   private readonly maxFileBytes: number;
   private readonly cacheBytes: number;
   private readonly cacheEntryMaxBytes: number;
+  readonly streamAboveBytes: number;
   private readonly cache = new Map<string, CacheEntry>(); // real path -> entry; Map order = LRU order
   private cached = 0;
   private readonly digests: DigestCache;
@@ -169,6 +193,7 @@ export class FileServer {
     this.maxFileBytes = opts.maxFileBytes ?? 64 * 1024 * 1024;
     this.cacheBytes = opts.cacheBytes ?? 32 * 1024 * 1024;
     this.cacheEntryMaxBytes = opts.cacheEntryMaxBytes ?? 4 * 1024 * 1024;
+    this.streamAboveBytes = opts.streamAboveBytes ?? 1024 * 1024;
   }
 
   static async create(opts: FileServerOptions): Promise<FileServer> {
@@ -260,6 +285,18 @@ export class FileServer {
       const notModified = headers.filter(([n]) => n !== 'Content-Length' && n !== 'Content-Type');
       return { status: 304, reason: reasonPhrase(304), headers: notModified, body: new Uint8Array(0) };
     }
+    const want = wantedDigests(req.headers);
+    const digestKey = `${real}\0${etag}`;
+    if (opts.stream === true && st.size > this.streamAboveBytes) {
+      // Not read whole: the writer streams it (HEAD included: it writes the head alone).
+      if (want.repr || want.legacy || opts.reprDigest === true) {
+        const digest = await this.digests.ofFile(digestKey, real, st.size);
+        if (digest === null) return simpleResponse(500); // changed under us while hashed
+        if (want.repr || opts.reprDigest === true) headers.push(['Repr-Digest', formatReprDigest(digest)]);
+        if (want.legacy) headers.push(['Digest', formatDigest(digest)]);
+      }
+      return { status: 200, reason: reasonPhrase(200), headers, body: new Uint8Array(0), file: { path: real, size: st.size } };
+    }
     // HEAD gets the body too: serializeResponse(res, { head: true }) derives Content-Length from it and
     // leaves it out of the wire (the cache makes this cheap).
     const body = await this.read(real, etag, st.size);
@@ -268,13 +305,18 @@ export class FileServer {
       headers[1] = ['Content-Length', String(body.length)];
     }
     // DTD: representation digests (RFC 9530; RFC 3230 for clients that ask the old way), cached by file key.
-    const want = wantedDigests(req.headers);
     if (want.repr || want.legacy || opts.reprDigest === true) {
-      const digest = this.digests.of(`${real}\0${etag}`, body);
+      const digest = this.digests.of(digestKey, body);
       if (want.repr || opts.reprDigest === true) headers.push(['Repr-Digest', formatReprDigest(digest)]);
       if (want.legacy) headers.push(['Digest', formatDigest(digest)]);
     }
     return { status: 200, reason: reasonPhrase(200), headers, body };
+  }
+
+  /** A streamed answer's file read whole after all (a CATP page: its encoder needs every byte). */
+  async readWhole(file: FileBody): Promise<Uint8Array> {
+    const st = await fsp.stat(file.path);
+    return this.read(file.path, `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`, Math.min(st.size, file.size));
   }
 
   private async read(real: string, etag: string, size: number): Promise<Uint8Array> {

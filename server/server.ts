@@ -16,8 +16,10 @@ import { CodedBodyCache, codeResponse } from './content-coding';
 import { DhttpRequestStream } from '../protocol/dhttp/stream';
 import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
-import { FileServer, resolveTarget, simpleResponse } from './files';
-import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type CatpCounters, type CatpMode, type CatpOptions } from './catp';
+import { FileServer, bodyLength, resolveTarget, simpleResponse, type FileResponse } from './files';
+import { BodyBudget, type BodyBudgetCounters } from './body-budget';
+import { BodyWriter } from './body-writer';
+import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type CatpCounters, type CatpMemory, type CatpMode, type CatpOptions } from './catp';
 import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
 import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
 
@@ -49,6 +51,12 @@ export interface ServerLimits {
   maxUdpInFlight: number;
   /** SO_RCVBUF asked for the UDP socket (the kernel caps it at net.core.rmem_max); 0 keeps the default. */
   udpRecvBufferBytes: number;
+  /**
+   * Bytes of answers held in memory at once (queued on sockets, held for DTD, large CATP pages being encoded),
+   * in all and per client address (body-budget.ts). Files above 1 MiB are streamed from disk under it.
+   */
+  bodyBudgetBytes: number;
+  bodyBudgetPerAddressBytes: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
@@ -64,6 +72,8 @@ export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxPipelined: 32,
   maxUdpInFlight: 1024,
   udpRecvBufferBytes: 4 * 1024 * 1024,
+  bodyBudgetBytes: 128 * 1024 * 1024,
+  bodyBudgetPerAddressBytes: 16 * 1024 * 1024,
 });
 
 export interface ServerOptions {
@@ -94,6 +104,8 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   udpMalformed: Record<string, number>;
   /** Well-formed requests answered "resend over TCP" because maxUdpInFlight were being answered (overload). */
   udpOverload: number;
+  /** UDP requests for a file too large to read whole, answered "resend over TCP" (the client's connection streams it). */
+  fileAnswersToTcp: number;
   resentRequests: number;
   ignoredResends: number;
   udpResponses: number;
@@ -102,7 +114,7 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   tcpConnectsOpened: number;
   tcpConnectsReused: number;
   tcpConnectFailures: number;
-  /** TCP answers to UDP requests dropped because the pooled connection's queue was full. */
+  /** TCP answers to UDP requests dropped because the pooled connection's queue was full, or the body budget. */
   tcpOutboundDropped: number;
   /** 421 "resend over TCP" answers to non-idempotent UDP requests. */
   retryOverTcp: number;
@@ -127,6 +139,8 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   amplificationDropped: number;
   badTokens: number;
   amplification: AmplificationCounters;
+  /** Answer bytes held in memory against the body budget (ServerLimits.bodyBudgetBytes). */
+  bodies: BodyBudgetCounters;
   /** Responses that could not be produced or serialized (a bug, not the peer's fault). */
   internalErrors: number;
   highLossMode: boolean;
@@ -232,7 +246,7 @@ interface Outbound {
 class Server implements DhttpServer {
   readonly port: number;
   readonly host: string;
-  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | 'amplification' | keyof CatpCounters | keyof DtdCounters>;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | 'amplification' | 'bodies' | keyof CatpCounters | keyof DtdCounters>;
   private readonly catp: CatpSessions;
   private readonly dtdC = newDtdCounters();
   private readonly dtdEnabled: boolean;
@@ -249,6 +263,7 @@ class Server implements DhttpServer {
   /** Address validation: tokens that prove a source address, and what each unproven address may still get. */
   private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256: (b) => new Uint8Array(createHash('sha256').update(b).digest()) });
   private readonly budget = new AmplificationBudget();
+  private readonly bodies: BodyBudget;
   private closed = false;
   private closing: Promise<void> | null = null;
 
@@ -265,8 +280,12 @@ class Server implements DhttpServer {
     private readonly now: () => number,
   ) {
     this.catp = new CatpSessions(udp, catp);
+    this.bodies = new BodyBudget({ totalBytes: limits.bodyBudgetBytes, perAddressBytes: limits.bodyBudgetPerAddressBytes });
     this.dtdEnabled = dtd?.enabled ?? true;
-    this.holds = new HoldTable(dtd?.maxHolds ?? 4096, dtd?.holdTimeoutMs ?? 30_000, dtd?.recentMemory ?? 4096);
+    this.holds = new HoldTable(dtd?.maxHolds ?? 4096, dtd?.holdTimeoutMs ?? 30_000, dtd?.recentMemory ?? 4096, {
+      budget: this.bodies,
+      addressOf: (ctx: UdpHoldCtx) => ctx.rinfo.address,
+    });
     this.holdSweep = setInterval(() => {
       this.dtdC.dtdHoldExpired += this.holds.expire(this.now());
     }, Math.max(100, Math.min(1000, this.holds.holdTimeoutMs / 4)));
@@ -278,6 +297,7 @@ class Server implements DhttpServer {
       udpRequests: 0,
       udpMalformed: {},
       udpOverload: 0,
+      fileAnswersToTcp: 0,
       resentRequests: 0,
       ignoredResends: 0,
       udpResponses: 0,
@@ -331,6 +351,7 @@ class Server implements DhttpServer {
       tcpMalformed: { ...this.c.tcpMalformed },
       highLossMode: channel.highLossMode,
       amplification: this.budget.counters(),
+      bodies: this.bodies.counters(),
       channel,
     };
   }
@@ -446,18 +467,38 @@ class Server implements DhttpServer {
     const dtdMode = this.dtdEnabled && mode === null ? readMode(req.headers, this.dtdC) : null;
 
     this.udpInFlight++;
+    let taken = 0; // body budget held for a large CATP page while it is read and encoded
+    // A session's frames take over from the page read for it (the address's share is not charged twice).
+    const memory: CatpMemory = {
+      take: (n) => {
+        if (taken > 0) this.bodies.give(client, taken);
+        taken = 0;
+        return this.bodies.tryTake(client, n);
+      },
+      give: (n) => this.bodies.give(client, n),
+    };
     void this.files
-      .handle(req, { reprDigest: dtdMode !== null })
-      .then(async (res) => {
+      .handle(req, { reprDigest: dtdMode !== null, stream: true })
+      .then(async (answer) => {
+        if (this.closed) return;
+        // A file too large to read whole: CATP reads it (its encoder needs every byte) within the body budget;
+        // any other answer streams it over the client's own connection.
+        const res = answer.file !== undefined && mode !== null ? await this.readForCatp(answer, client) : answer;
+        if (res !== answer) taken = bodyLength(res);
         if (this.closed) return;
         // (The request stays pending while its page is encoded: repeats meanwhile are ignored.)
-        if (mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo, proven ? null : () => this.refuseUnproven(id, rinfo, resend)))) {
+        if (res.file === undefined && mode !== null && (await this.startCatp(mode, req, res, id, idHex, rinfo, memory, proven ? null : () => this.refuseUnproven(id, rinfo, resend)))) {
           // The answer goes over UDP: it counts as a fresh UDP answer in the loss ratio, like any other.
           this.chooser.sentUdp(resend, client);
           return;
         }
         if (catpKey !== null) this.catp.abandon(catpKey);
         if (this.closed) return;
+        if (answer.file !== undefined) {
+          this.c.fileAnswersToTcp++;
+          this.sendUdp(encodeResponse(id, serializeResponse(retryOverTcpResponse())), rinfo, resend, proven);
+          return;
+        }
         const plan = planFor(dtdMode, req.method, res);
         if (plan === 'hold') {
           if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex, proven }, this.now())) {
@@ -505,6 +546,7 @@ class Server implements DhttpServer {
       })
       .finally(() => {
         if (catpKey !== null) this.catp.abandon(catpKey);
+        if (taken > 0) this.bodies.give(client, taken);
         this.udpInFlight--;
       });
   }
@@ -532,6 +574,28 @@ class Server implements DhttpServer {
   private refuseUnproven(id: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
     this.c.tokenRetries++;
     this.sendUdp(encodeResponse(id, serializeResponse(retryWithTokenResponse(this.tokens.issue(rinfo.address, this.now())))), rinfo, resend, false);
+  }
+
+  /**
+   * A CATP page too large for the file server to read unasked: read whole if the address's share of the body
+   * budget has room for it (taken here; the caller gives it back once the page is encoded or refused); else the
+   * answer as it was (a file, sent over TCP).
+   */
+  private async readForCatp(res: FileResponse, client: string): Promise<FileResponse> {
+    const file = res.file;
+    if (file === undefined || !this.bodies.tryTake(client, file.size)) return res;
+    let body: Uint8Array | null = null;
+    try {
+      body = await this.files.readWhole(file);
+    } catch {
+      body = null;
+    }
+    // unreadable, or changed under us: the file as it was (streamed over TCP, where a short file fails cleanly)
+    if (body === null || body.length !== file.size) {
+      this.bodies.give(client, file.size);
+      return res;
+    }
+    return { status: res.status, reason: res.reason, headers: res.headers, body };
   }
 
   private countPayload(res: HttpResponse, method: string): void {
@@ -594,7 +658,7 @@ class Server implements DhttpServer {
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
-  private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, sendToken: (() => void) | null): Promise<boolean> {
+  private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, memory: CatpMemory, sendToken: (() => void) | null): Promise<boolean> {
     if (res.status !== 200) return false;
     if (mode === 'catp') {
       const type = (getHeader(res.headers, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
@@ -614,6 +678,7 @@ class Server implements DhttpServer {
       reuse: parseCatpReuse(getHeader(req.headers, 'catp-reuse')),
       cacheKey,
       body: res.body,
+      memory,
       ...(sendToken === null ? {} : { unproven: { budget: this.budget, sendToken } }),
     });
   }
@@ -654,11 +719,12 @@ class Server implements DhttpServer {
       if (ob) this.dropOutbound(ob);
       ob = this.openOutbound(key, client, port);
     }
-    if (ob.socket.writableLength + bytes.length > this.limits.outboundMaxQueued) {
-      this.c.tcpOutboundDropped++;
+    if (ob.socket.writableLength + bytes.length > this.limits.outboundMaxQueued || !this.bodies.tryTake(client, bytes.length)) {
+      this.c.tcpOutboundDropped++; // the client resends; its resend goes over TCP
       return null;
     }
     ob.socket.write(bytes, (err) => {
+      this.bodies.give(client, bytes.length);
       onWritten?.();
       if (err) return; // connect failure or reset: counted there; the client will resend
       this.c.tcpResponses++;
@@ -739,7 +805,7 @@ class Server implements DhttpServer {
       this.c.tcpIdleTimeouts++;
       sock.destroy();
     });
-    new InboundConnection(sock, this.files, this.coded, this.limits, this.dtdEnabled, this.dtdC, {
+    new InboundConnection(sock, this.files, this.coded, this.limits, this.dtdEnabled, this.dtdC, this.bodies, {
       malformed: (code) => {
         bump(this.c.tcpMalformed, code);
         if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
@@ -814,8 +880,13 @@ class InboundConnection {
   private stopParsing = false;
   private ended = false;
   private paused = false;
-  /** DTD: bodies held for a PROCEED on this connection, by request ID (bounded like the pipeline). */
-  private readonly holds = new Map<string, HttpResponse>();
+  /**
+   * DTD: bodies held for a PROCEED on this connection, by request ID (bounded like the pipeline); `taken`: the
+   * bytes of the body budget the held body counts against (0 for a file, which stays on disk).
+   */
+  private readonly holds = new Map<string, { res: FileResponse; taken: number }>();
+  private readonly out: BodyWriter;
+  private readonly address: string;
   private readonly decided = new Set<string>();
   /** Runs from the first byte of a request until it is complete (limits.headTimeoutMs). */
   private headDeadline: NodeJS.Timeout | null = null;
@@ -827,8 +898,11 @@ class InboundConnection {
     private readonly limits: ServerLimits,
     private readonly dtdEnabled: boolean,
     private readonly dtd: ReturnType<typeof newDtdCounters>,
+    private readonly bodies: BodyBudget,
     private readonly hooks: ConnHooks,
   ) {
+    this.address = sock.remoteAddress ?? '';
+    this.out = new BodyWriter(sock, this.address, bodies, limits.writeHighWater);
     sock.on('data', (chunk: Buffer) => this.onData(chunk));
     sock.on('end', () => {
       // allowHalfOpen: answer what was asked, then close our side.
@@ -836,7 +910,11 @@ class InboundConnection {
       void this.pump();
     });
     sock.on('drain', () => this.flowControl());
-    sock.on('close', () => this.clearHeadDeadline());
+    sock.on('close', () => {
+      this.clearHeadDeadline();
+      for (const h of this.holds.values()) this.bodies.give(this.address, h.taken);
+      this.holds.clear();
+    });
   }
 
   private armHeadDeadline(): void {
@@ -925,7 +1003,6 @@ class InboundConnection {
           this.sock.destroy();
           break;
         }
-        if (this.sock.writableLength > this.limits.writeHighWater) await this.drained();
         this.pull();
       }
     } finally {
@@ -934,62 +1011,61 @@ class InboundConnection {
     if (this.queue.length === 0 && (this.stopParsing || this.ended)) this.finish();
   }
 
-  private drained(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        this.sock.off('drain', done);
-        this.sock.off('close', done);
-        resolve();
-      };
-      this.sock.on('drain', done);
-      this.sock.on('close', done);
-    });
-  }
-
   private async answer(item: Parsed): Promise<void> {
     if (item.kind === 'bad-http') {
-      this.write(serializeResponse(simpleResponse(400, [['Connection', 'close']])));
+      await this.out.write(serializeResponse(simpleResponse(400, [['Connection', 'close']])));
       this.queue.length = 0;
       return;
     }
     const req = item.request;
     if (item.kind === 'dhttp' && isDecisionRequest(req)) {
-      this.decision(item.id, req);
+      await this.decision(item.id, req);
       return;
     }
     const dtdMode = item.kind === 'dhttp' && this.dtdEnabled ? readMode(req.headers, this.dtd) : null;
-    const res: HttpResponse = await this.files.handle(req, { reprDigest: dtdMode !== null });
+    const res = await this.files.handle(req, { reprDigest: dtdMode !== null, stream: true });
     const head = req.method === 'HEAD';
     if (item.kind === 'dhttp') {
       // On the client's own connection a body sent at once cannot be cut without cutting the requests behind
       // it, so only `hold` changes anything here; otherwise the answer (with its digest) goes as usual.
       const idHex = idToHex(item.id);
-      if (planFor(dtdMode, req.method, res) === 'hold' && this.holds.size < HOLDS_PER_CONNECTION) {
-        this.holds.set(idHex, res);
+      // A held body counts against the body budget (a file stays on disk); no room: it goes at once.
+      const taken = res.body.length;
+      if (planFor(dtdMode, req.method, res) === 'hold' && this.holds.size < HOLDS_PER_CONNECTION && this.bodies.tryTake(this.address, taken)) {
+        this.holds.set(idHex, { res, taken });
         this.dtd.dtdAnnounced++;
         this.dtd.dtdHeld++;
-        this.write(encodeResponse(item.id, serializeResponse(announcement(res, true))));
+        await this.out.write(encodeResponse(item.id, serializeResponse(announcement(res, true))));
         return;
       }
       this.countPayload(res, req.method);
-      this.write(encodeResponse(item.id, serializeResponse(res, { head })));
+      await this.send(res, head, item.id);
       return;
     }
-    // plain HTTP/1.1: compressed as real servers do (content-coding.ts)
-    const out = codeResponse(res, getHeader(req.headers, 'accept-encoding'), this.coded);
+    // plain HTTP/1.1: compressed as real servers do (content-coding.ts); a file streamed from disk goes as it is
+    const out: FileResponse = res.file === undefined ? codeResponse(res, getHeader(req.headers, 'accept-encoding'), this.coded) : res;
     this.countPayload(out, req.method);
     const headers = out.headers.filter(([n]) => n.toLowerCase() !== 'connection');
     headers.push(['Connection', keepAlive(req) ? 'keep-alive' : 'close']);
-    this.write(serializeResponse({ ...out, headers }, { head }));
+    await this.send({ ...out, headers }, head, null);
   }
 
-  private countPayload(res: HttpResponse, method: string): void {
-    if (method === 'HEAD' || res.body.length === 0) return;
-    this.dtd.payloadBytesSent += res.body.length;
+  /** One answer: its head, then its body (from memory, or from disk a chunk at a time); `id`: DHTTP framing. */
+  private async send(res: FileResponse, head: boolean, id: Uint8Array | null): Promise<void> {
+    const file = res.file;
+    const http = serializeResponse(res, file === undefined ? { head } : { bodyLength: file.size });
+    await this.out.write(id === null ? http : encodeResponse(id, http));
+    if (file !== undefined && !head && !(await this.out.writeFile(file))) this.hooks.internalError();
+  }
+
+  private countPayload(res: FileResponse, method: string): void {
+    const n = bodyLength(res);
+    if (method === 'HEAD' || n === 0) return;
+    this.dtd.payloadBytesSent += n;
     this.dtd.payloadResponses++;
   }
 
-  private decision(id: Uint8Array, req: HttpRequest): void {
+  private async decision(id: Uint8Array, req: HttpRequest): Promise<void> {
     let decision;
     try {
       decision = parseDecision(req);
@@ -998,13 +1074,14 @@ class InboundConnection {
       return;
     }
     const idHex = idToHex(id);
-    const res = this.holds.get(idHex);
-    if (res === undefined) {
+    const hold = this.holds.get(idHex);
+    if (hold === undefined) {
       if (this.decided.has(idHex)) this.dtd.dtdLateDecisions++;
       else this.dtd.dtdUnknownDecisions++;
       return;
     }
     this.holds.delete(idHex);
+    this.bodies.give(this.address, hold.taken); // from here the writer charges what it queues
     this.decided.add(idHex);
     if (this.decided.size > 256) this.decided.delete(this.decided.values().next().value as string);
     if (decision === 'dont-bother') {
@@ -1012,12 +1089,8 @@ class InboundConnection {
       return;
     }
     this.dtd.dtdProceeds++;
-    this.countPayload(res, 'GET');
-    this.write(encodeResponse(id, serializeResponse(res)));
-  }
-
-  private write(bytes: Uint8Array): void {
-    if (!this.sock.destroyed && this.sock.writable) this.sock.write(bytes);
+    this.countPayload(hold.res, 'GET');
+    await this.send(hold.res, false, id);
   }
 
   private finish(): void {

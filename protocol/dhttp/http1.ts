@@ -139,10 +139,11 @@ export function serializeRequest(req: HttpRequest): Uint8Array {
 /**
  * Serialize a response as HTTP/1.1, always Content-Length framed. With `head: true` (the answer to a
  * HEAD request) Content-Length is the length of `body` but the body is not written. 1xx and 204 get
- * no Content-Length and no body; 304 gets no body and no Content-Length.
+ * no Content-Length and no body; 304 gets no body and no Content-Length. With `bodyLength` (a body the caller
+ * writes after the head itself, e.g. from a file) only the head is written, its Content-Length that length.
  * Throws LocalProtocolError HTTP_ERR_BAD_STATUS / HTTP_ERR_BAD_REASON / HTTP_ERR_BAD_HEADER.
  */
-export function serializeResponse(res: HttpResponse, opts: { head?: boolean } = {}): Uint8Array {
+export function serializeResponse(res: HttpResponse, opts: { head?: boolean; bodyLength?: number } = {}): Uint8Array {
   if (!Number.isInteger(res.status) || res.status < 100 || res.status > 599) {
     throw new LocalProtocolError('HTTP_ERR_BAD_STATUS', `invalid status ${res.status}`);
   }
@@ -152,8 +153,11 @@ export function serializeResponse(res: HttpResponse, opts: { head?: boolean } = 
   const headers = framingFree(res.headers);
   checkHeaders(headers);
   const noLength = (res.status >= 100 && res.status < 200) || res.status === 204 || res.status === 304;
-  if (!noLength) headers.push(['Content-Length', String(res.body.length)]);
-  const writeBody = !noLength && !opts.head;
+  if (opts.bodyLength !== undefined && !(Number.isSafeInteger(opts.bodyLength) && opts.bodyLength >= 0)) {
+    throw new LocalProtocolError('HTTP_ERR_BAD_LENGTH', `invalid body length ${opts.bodyLength}`);
+  }
+  if (!noLength) headers.push(['Content-Length', String(opts.bodyLength ?? res.body.length)]);
+  const writeBody = !noLength && !opts.head && opts.bodyLength === undefined;
   return writeMessage(`HTTP/1.1 ${res.status} ${res.reason}`, headers, writeBody ? res.body : null);
 }
 

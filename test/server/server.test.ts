@@ -858,3 +858,166 @@ describe('one address cannot spend what another needs', () => {
     }
   });
 });
+
+describe('large files stream from disk under a byte budget (issue 14: memory in bytes, per address)', () => {
+  const huge = crypto.randomBytes(5 * 1024 * 1024);
+  const giantBytes = 48 * 1024 * 1024;
+  beforeAll(async () => {
+    await fsp.writeFile(path.join(root, 'huge.bin'), huge);
+    await fsp.writeFile(path.join(root, 'giant.bin'), Buffer.alloc(giantBytes, 0x5a));
+    const row = '<p>a paragraph of the big page, long enough to be a real one, with <a href="/x">a link</a></p>\n';
+    await fsp.writeFile(path.join(root, 'big-page.html'), '<!doctype html><title>big</title>\n' + row.repeat(Math.ceil((3 * 1024 * 1024) / row.length)));
+  });
+
+  test('a file above the streaming threshold arrives exactly: plain HTTP (GET, HEAD, digest) and DHTTP over TCP', async () => {
+    const server = await startServer({ root });
+    try {
+      const out = await tcpExchange(server.port, [
+        'GET /huge.bin HTTP/1.1\r\nHost: x\r\nWant-Repr-Digest: sha-256=1\r\n\r\n',
+        'HEAD /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n',
+        'GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      ]);
+      const rs = parseHttpResponses(out, ['GET', 'HEAD', 'GET']);
+      expect(rs.map((r) => r.status)).toEqual([200, 200, 200]);
+      expect(Buffer.from(rs[0].body).equals(huge)).toBe(true);
+      expect(hdr(rs[0], 'repr-digest')).toBe(`sha-256=:${crypto.createHash('sha256').update(huge).digest('base64')}:`);
+      expect(hdr(rs[1], 'content-length')).toBe(String(huge.length));
+      expect(rs[1].body.length).toBe(0);
+      expect(Buffer.from(rs[2].body).equals(small)).toBe(true); // the stream kept the framing for what follows
+      const ids = [newId(), newId()];
+      const dhttp = Buffer.concat(ids.map((id, i) => Buffer.from(encodeRequest({ id, otherPort: 5000, resend: false, http: httpGet(i === 0 ? '/huge.bin' : '/small.bin') }))));
+      const stream = new DhttpResponseStream({ methodOf: () => 'GET' });
+      stream.push(await tcpExchange(server.port, [dhttp], '127.0.0.1', { endAfterWrite: true }));
+      const got: DhttpStreamResponse[] = [];
+      for (let m = stream.next(); m; m = stream.next()) got.push(m);
+      expect(got.map((g) => idToHex(g.id))).toEqual(ids.map(idToHex));
+      expect(Buffer.from(got[0].response.body).equals(huge)).toBe(true);
+      expect(Buffer.from(got[1].response.body).equals(small)).toBe(true);
+      expect(server.counters().bodies.heldBytes).toBe(0);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('over UDP: a plain request for such a file is sent to TCP (421 DHTTP-Retry: tcp); a CATP page that large is still read and streamed as frames', async () => {
+    const server = await startServer({ root });
+    const client = await new Client(server).start();
+    try {
+      const id = await client.request('/huge.bin');
+      const { res } = await client.udpReply(id);
+      expect(res.status).toBe(421);
+      expect(hdr(res, 'dhttp-retry')).toBe('tcp');
+      expect(server.counters().fileAnswersToTcp).toBe(1);
+      expect(client.tcp.connections.length).toBe(0);
+      const catpId = newId();
+      const http = httpGet('/big-page.html', 'GET', new Uint8Array(0), [['Catp-Mode', 'catp'], ['Catp-Token', client.token as string]]);
+      await client.send(encodeRequest({ id: catpId, otherPort: client.tcpPort, resend: false, http }));
+      await waitFor(() => server.counters().catpSessions === 1 && client.inbox.some((d) => idToHex(d.msg.subarray(0, 8)) === idToHex(catpId)), 'CATP frames', 20_000);
+      expect(server.counters().fileAnswersToTcp).toBe(1);
+      expect(server.counters().bodies.heldBytes).toBeGreaterThan(0); // the running session's frames
+    } finally {
+      await client.close();
+      await server.close();
+    }
+    expect(server.counters().bodies.heldBytes).toBe(0);
+  });
+
+  test("a CATP session's frames count against its address's share: over it, the next request is answered normally", async () => {
+    const server = await startServer({ root, limits: { bodyBudgetPerAddressBytes: 1 } });
+    const client = await new Client(server).start();
+    try {
+      const ask = async () => {
+        const id = newId();
+        const http = httpGet('/index.html', 'GET', new Uint8Array(0), [['Catp-Mode', 'catp'], ['Catp-Token', client.token as string]]);
+        await client.send(encodeRequest({ id, otherPort: client.tcpPort, resend: false, http }));
+        return id;
+      };
+      await ask(); // the address holds nothing: its first session starts whatever its size
+      await waitFor(() => server.counters().catpSessions === 1, 'the first session');
+      const second = await ask();
+      const { res } = await client.udpReply(second);
+      expect(res.status).toBe(200);
+      expect(Buffer.from(res.body).toString()).toContain('<title>hi</title>');
+      expect(server.counters()).toMatchObject({ catpSessions: 1, catpOverMemory: 1 });
+    } finally {
+      await client.close();
+      await server.close();
+    }
+    expect(server.counters().bodies.heldBytes).toBe(0);
+  });
+
+  test('clients that ask for a 48 MiB file and never read hold at most their share; another address still gets it whole', async () => {
+    const share = 4 * 1024 * 1024;
+    const server = await startServer({ root, limits: { bodyBudgetBytes: 2 * share, bodyBudgetPerAddressBytes: share } });
+    const stalled: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 20; i++) {
+        const sock = net.connect({ port: server.port, host: '127.0.0.1', localAddress: '127.0.0.1' });
+        sock.on('error', () => undefined);
+        await new Promise<void>((r) => sock.on('connect', () => r()));
+        sock.pause(); // never reads
+        sock.write('GET /giant.bin HTTP/1.1\r\nHost: x\r\n\r\n');
+        stalled.push(sock);
+      }
+      await sleep(500);
+      const held = server.counters().bodies;
+      expect(held.heldBytes).toBeGreaterThan(0);
+      expect(held.peakBytes).toBeLessThanOrEqual(share + 64 * 1024);
+      // another address: the whole file, while the stalled ones still hold theirs
+      const sock = net.connect({ port: server.port, host: '127.0.0.1', localAddress: '127.0.0.2' });
+      const parser = new ResponseParser();
+      parser.expect('GET');
+      const got: HttpResponse[] = [];
+      sock.on('data', (d) => {
+        parser.push(d);
+        for (let r = parser.next(); r; r = parser.next()) got.push(r);
+      });
+      await new Promise<void>((r) => sock.on('connect', () => r()));
+      sock.write('GET /giant.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await waitFor(() => got.length === 1, 'the file at another address', 20_000);
+      expect(got[0].body.length).toBe(giantBytes);
+      expect(got[0].body.every((b) => b === 0x5a)).toBe(true);
+      expect(server.counters().bodies.peakBytes).toBeLessThanOrEqual(2 * share + 64 * 1024);
+      sock.destroy();
+      for (const s of stalled) s.destroy();
+      await waitFor(() => server.counters().bodies.heldBytes === 0, 'every byte given back once the stalled connections close');
+    } finally {
+      for (const s of stalled) s.destroy();
+      await server.close();
+    }
+  });
+
+  test('a file that shrinks while it streams: the connection is cut (the Content-Length cannot be kept), counted, and the server goes on', async () => {
+    const server = await startServer({ root });
+    const f = path.join(root, 'shrinks.bin');
+    await fsp.writeFile(f, Buffer.alloc(32 * 1024 * 1024, 1));
+    try {
+      const sock = net.connect(server.port, '127.0.0.1');
+      let received = 0;
+      let first: () => void = () => undefined;
+      const firstData = new Promise<void>((r) => (first = r));
+      sock.on('data', (d) => {
+        received += d.length;
+        first();
+      });
+      const closed = new Promise<void>((r) => sock.on('close', () => r()));
+      sock.on('error', () => undefined);
+      await new Promise<void>((r) => sock.on('connect', () => r()));
+      sock.pause();
+      sock.write('GET /shrinks.bin HTTP/1.1\r\nHost: x\r\n\r\n');
+      sock.resume();
+      await firstData;
+      sock.pause();
+      await fsp.truncate(f, 1024 * 1024);
+      sock.resume();
+      await closed;
+      expect(received).toBeLessThan(32 * 1024 * 1024);
+      await waitFor(() => server.counters().internalErrors === 1, 'the cut counted');
+      const after = parseHttpResponses(await tcpExchange(server.port, ['GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']), ['GET']);
+      expect(Buffer.from(after[0].body).equals(small)).toBe(true);
+    } finally {
+      await fsp.rm(f, { force: true });
+      await server.close();
+    }
+  });
+});

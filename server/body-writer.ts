@@ -1,0 +1,98 @@
+// Answers onto one client-opened TCP connection, in order, with every byte queued in Node charged to the
+// server's body budget for the peer's address (body-budget.ts) until the kernel has taken it. A file body
+// (files.ts FileBody) goes from disk a chunk at a time: a client that stops reading holds one chunk and the
+// socket's high-water mark, never the file.
+import { promises as fsp } from 'fs';
+import type * as net from 'net';
+import type { BodyBudget } from './body-budget';
+import type { FileBody } from './files';
+
+/** Bytes read from a file body per write. */
+export const FILE_CHUNK_BYTES = 64 * 1024;
+
+export class BodyWriter {
+  constructor(
+    private readonly sock: net.Socket,
+    private readonly address: string,
+    private readonly budget: BodyBudget,
+    /** Unsent bytes on the socket above which a write waits for 'drain'. */
+    private readonly highWater: number,
+  ) {}
+
+  get open(): boolean {
+    return !this.sock.destroyed && this.sock.writable;
+  }
+
+  /** Queue `bytes`: waits for room in the budget, then (after queueing) for the socket to drain below its mark. */
+  async write(bytes: Uint8Array): Promise<void> {
+    if (bytes.length === 0 || !this.open) return;
+    await this.budget.take(this.address, bytes.length);
+    this.queue(bytes);
+    if (this.sock.writableLength > this.highWater) await this.drained();
+  }
+
+  /**
+   * Write the first `file.size` bytes of the file. False when it could not: the file is shorter now, or cannot be
+   * read; the connection is then destroyed, since the Content-Length already sent cannot be kept.
+   */
+  async writeFile(file: FileBody): Promise<boolean> {
+    let fh: fsp.FileHandle;
+    try {
+      fh = await fsp.open(file.path, 'r');
+    } catch {
+      this.sock.destroy();
+      return false;
+    }
+    try {
+      let off = 0;
+      while (off < file.size && this.open) {
+        const n = Math.min(FILE_CHUNK_BYTES, file.size - off);
+        await this.budget.take(this.address, n);
+        const buf = Buffer.allocUnsafe(n);
+        let got = 0;
+        try {
+          while (got < n) {
+            const { bytesRead } = await fh.read(buf, got, n - got, off + got);
+            if (bytesRead === 0) break;
+            got += bytesRead;
+          }
+        } catch {
+          got = -1;
+        }
+        if (got !== n) {
+          this.budget.give(this.address, n);
+          this.sock.destroy();
+          return false;
+        }
+        this.queue(buf);
+        off += n;
+        if (this.sock.writableLength > this.highWater) await this.drained();
+      }
+      return off === file.size;
+    } finally {
+      await fh.close().catch(() => undefined);
+    }
+  }
+
+  /** `bytes` were taken from the budget: queue them, and give them back once the kernel has them (or they died with the socket). */
+  private queue(bytes: Uint8Array): void {
+    if (!this.open) {
+      this.budget.give(this.address, bytes.length);
+      return;
+    }
+    this.sock.write(bytes, () => this.budget.give(this.address, bytes.length));
+  }
+
+  private drained(): Promise<void> {
+    if (!this.open) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.sock.off('drain', done);
+        this.sock.off('close', done);
+        resolve();
+      };
+      this.sock.on('drain', done);
+      this.sock.on('close', done);
+    });
+  }
+}

@@ -1,0 +1,102 @@
+// The server's byte budget for answers held in memory (server/body-budget.ts) and the DTD hold table that
+// charges it (server/dtd.ts): every byte taken is given back once, a share is per address, waiters wake in
+// order among those that fit, and one address over its share never holds up another.
+import { BodyBudget } from '../../../server/body-budget';
+import { HoldTable } from '../../../server/dtd';
+import type { HttpResponse } from '../../../protocol/dhttp/http1';
+
+const res = (n: number): HttpResponse => ({ status: 200, reason: 'OK', headers: [], body: new Uint8Array(n) });
+
+describe('BodyBudget', () => {
+  test('takes within the total and the per-address share; refusals are counted', () => {
+    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 60 });
+    expect(b.tryTake('a', 50)).toBe(true);
+    expect(b.tryTake('a', 20)).toBe(false); // a's share
+    expect(b.tryTake('b', 50)).toBe(true);
+    expect(b.tryTake('c', 1)).toBe(false); // the total
+    expect(b.counters()).toMatchObject({ heldBytes: 100, peakBytes: 100, refused: 2, refusedBytes: 21 });
+    b.give('a', 50);
+    b.give('b', 50);
+    expect(b.counters().heldBytes).toBe(0);
+  });
+
+  test('one piece larger than a share still goes when its address holds nothing, and only one', () => {
+    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 10 });
+    expect(b.tryTake('a', 80)).toBe(true);
+    expect(b.tryTake('a', 1)).toBe(false);
+    expect(b.tryTake('b', 10)).toBe(true);
+    b.give('a', 80);
+    expect(b.tryTake('a', 200)).toBe(false); // the total is not empty
+    b.give('b', 10);
+    expect(b.tryTake('a', 200)).toBe(true); // nothing held at all: it goes, or it never would
+  });
+
+  test('a waiter wakes when bytes come back; waiters over their share do not hold up another address', async () => {
+    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 40 });
+    expect(b.tryTake('a', 40)).toBe(true);
+    const order: string[] = [];
+    const a1 = b.take('a', 30).then(() => order.push('a1'));
+    const a2 = b.take('a', 30).then(() => order.push('a2'));
+    await b.take('b', 40); // fits now: at once, though a waits
+    order.push('b');
+    expect(order).toEqual(['b']);
+    b.give('a', 40); // a1 fits; a2 (a's share) not yet
+    await a1;
+    await Promise.resolve();
+    expect(order).toEqual(['b', 'a1']);
+    b.give('a', 30);
+    await a2;
+    expect(order).toEqual(['b', 'a1', 'a2']);
+    expect(b.counters()).toMatchObject({ heldBytes: 70, waits: 2 });
+  });
+
+  test('refuses sizes that are not positive', () => {
+    expect(() => new BodyBudget({ totalBytes: 0 })).toThrow(RangeError);
+  });
+});
+
+describe('HoldTable charges its bodies to their address', () => {
+  const table = (b: BodyBudget, maxHolds = 10, recent = 2) =>
+    new HoldTable<{ address: string }>(maxHolds, 1000, recent, { budget: b, addressOf: (c) => c.address });
+
+  test('held: charged; DON’T-BOTHER: given back; PROCEED: kept (it may be asked for again) until forgotten', () => {
+    const b = new BodyBudget({ totalBytes: 1000, perAddressBytes: 500 });
+    const t = table(b);
+    expect(t.add('a|1', res(100), { address: 'a' }, 0)).toBe(true);
+    expect(t.add('a|2', res(100), { address: 'a' }, 0)).toBe(true);
+    expect(b.counters().heldBytes).toBe(200);
+    t.decide('a|1', 'dont-bother');
+    expect(b.counters().heldBytes).toBe(100);
+    expect(t.decided('a|1')?.decision).toBe('dont-bother');
+    t.decide('a|2', 'proceed');
+    expect(b.counters().heldBytes).toBe(100);
+    expect(t.decided('a|2')?.res.body.length).toBe(100);
+    // two more decided ones push a|1 and a|2 out of the recent memory (2)
+    t.add('a|3', res(10), { address: 'a' }, 0);
+    t.add('a|4', res(10), { address: 'a' }, 0);
+    t.decide('a|3', 'proceed');
+    t.decide('a|4', 'proceed');
+    expect(t.decided('a|2')).toBeUndefined();
+    expect(b.counters().heldBytes).toBe(20);
+    t.clear();
+    expect(b.counters().heldBytes).toBe(0);
+  });
+
+  test("a body over its address's share is not held (the caller sends it at once); another address is", () => {
+    const b = new BodyBudget({ totalBytes: 1000, perAddressBytes: 150 });
+    const t = table(b);
+    expect(t.add('a|1', res(100), { address: 'a' }, 0)).toBe(true);
+    expect(t.add('a|2', res(100), { address: 'a' }, 0)).toBe(false);
+    expect(t.add('b|1', res(100), { address: 'b' }, 0)).toBe(true);
+    expect(t.size).toBe(2);
+  });
+
+  test('expired holds give their bytes back', () => {
+    const b = new BodyBudget({ totalBytes: 1000, perAddressBytes: 500 });
+    const t = table(b);
+    t.add('a|1', res(100), { address: 'a' }, 0);
+    t.add('a|2', res(50), { address: 'a' }, 900);
+    expect(t.expire(1000)).toBe(1);
+    expect(b.counters().heldBytes).toBe(50);
+  });
+});
