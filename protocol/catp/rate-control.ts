@@ -334,10 +334,10 @@ export class RateController {
 
   /**
    * The receiver's report acknowledged send `sendIdx` (the latest send of the frame it echoes), received at
-   * `ackAtMs` (report arrival less its echo delay), with `receivedFrames` frames received over the network so
-   * far. `rttMs` is that send's RTT sample.
+   * `ackAtMs` (report arrival less its echo delay), with `deliveredBytes` received over the network so far (the
+   * sender's estimate from the report's frame count). `rttMs` is that send's RTT sample.
    */
-  onAck(nowMs: number, sendIdx: number, ackAtMs: number, receivedFrames: number, rttMs: number): void {
+  onAck(nowMs: number, sendIdx: number, ackAtMs: number, deliveredBytes: number, rttMs: number): void {
     if (sendIdx <= this.latestAcked || sendIdx >= this.sendAt.length) return; // stale or reordered report
     this.latestAcked = sendIdx;
     this.lastProgressAt = nowMs;
@@ -346,7 +346,7 @@ export class RateController {
       this.minRtt = rttMs;
       this.minRttAt = nowMs;
     }
-    const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: receivedFrames * this.frameBytes, sentAt: this.sendAt[sendIdx] };
+    const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: deliveredBytes, sentAt: this.sendAt[sendIdx] };
     if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
     const snapIdx = this.sendSnap[sendIdx];
     const snap: AckPoint = snapIdx >= 0 ? this.acks[snapIdx] : { ackAt: this.sendAt[0], drained: 0, delivered: 0, sentAt: this.sendAt[0] };

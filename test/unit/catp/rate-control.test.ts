@@ -3,9 +3,12 @@
  * lab's link model on a fake clock): the sender is told no rate, and must find it, keep it through random loss,
  * follow a drop, and keep the queue short. The page is the in-order (raw) mode's frames: the same sender as CATP.
  */
-import { encodeRaw, RawAssembler, RepairSender } from '../../../protocol/catp';
+import { CatpAssembler, encodePage, encodeRaw, RawAssembler, RepairSender } from '../../../protocol/catp';
 import { maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../helpers/bottleneck';
-import { sha256 } from '../../helpers/catp-util';
+import * as fs from 'fs';
+import * as path from 'path';
+import { codec, sha256 } from '../../helpers/catp-util';
+import { realPages } from '../../helpers/catp-real-pages';
 
 const ID = new Uint8Array([0x80, 9, 8, 7, 6, 5, 4, 3]);
 
@@ -61,6 +64,24 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
       // startup may overshoot into the queue once (as TCP's slow start does); no more than that
       expect(res.queueDrops).toBeLessThanOrEqual(res.sent * 0.02);
     }
+  });
+
+  test('frames of unequal sizes (a real page with its server codec: index frames, sent first, larger than its data frames) read as no loss on a loss-free link', () => {
+    const found = realPages();
+    expect(found).not.toBeNull(); // ../shared/corpus beside the project, as for every corpus test
+    const bytes = new Uint8Array(fs.readFileSync(path.join(found!.dir, 'wikipedia.html')));
+    const page = encodePage(bytes, { sha256, codec });
+    const mean = (fs: Uint8Array[]) => fs.reduce((n, f) => n + f.length, 0) / fs.length;
+    expect(mean(page.frames.slice(0, page.indexFrames))).toBeGreaterThan(1.1 * mean(page.frames)); // the case this is about
+    const rate = 100;
+    const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID });
+    const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
+    const res = runBottleneck(sender, client, { rate, delayMs: 10, maxMs: 600_000 });
+    expect(res.completeAt).not.toBeNull();
+    // counted at the page's mean frame size, the index frames' bytes read as loss: "congestion", and the rate cut
+    expect(sender.stats.control?.congestionCaps).toBe(0);
+    expect(sender.stats.resent).toBe(0);
+    expect(throughput(res, 0, res.completeAt!)).toBeGreaterThan(rate * 0.8);
   });
 
   test('the link halves mid-transfer: the sender follows within a few round trips, and the queue drains', () => {
