@@ -4,6 +4,13 @@
 // than the file server's streaming threshold are never read whole (files.ts): they are written from disk a
 // chunk at a time, each chunk under this budget, so a reader that stops holds one chunk, not the file.
 
+/**
+ * An address that holds nothing may always take one piece this small, however full the budget: clients that stop
+ * reading can fill the total, but not starve a client that reads (it gets a piece at a time). The total can be
+ * passed by at most this much per address.
+ */
+export const FLOOR_PIECE_BYTES = 64 * 1024;
+
 export interface BodyBudgetOptions {
   /** All addresses together (default 128 MiB). */
   totalBytes?: number;
@@ -46,11 +53,13 @@ export class BodyBudget {
   }
 
   /**
-   * Would `bytes` more fit for `address`? A single piece larger than a share still goes when its address (or the
-   * server) holds nothing, so nothing waits forever; it is never more than one such piece.
+   * Would `bytes` more fit for `address`? An address that holds nothing may always have one floor piece; a single
+   * piece larger than a share still goes when its address (and the total, for the total) holds nothing, so nothing
+   * waits forever.
    */
   private fits(address: string, bytes: number): boolean {
     const mine = this.perAddress.get(address) ?? 0;
+    if (mine === 0 && bytes <= FLOOR_PIECE_BYTES) return true;
     const totalOk = this.held + bytes <= this.totalBytes || this.held === 0;
     const mineOk = mine + bytes <= this.perAddressBytes || mine === 0;
     return totalOk && mineOk;

@@ -4,11 +4,11 @@
 // socket's high-water mark, never the file.
 import { promises as fsp } from 'fs';
 import type * as net from 'net';
-import type { BodyBudget } from './body-budget';
+import { FLOOR_PIECE_BYTES, type BodyBudget } from './body-budget';
 import type { FileBody } from './files';
 
-/** Bytes read from a file body per write. */
-export const FILE_CHUNK_BYTES = 64 * 1024;
+/** Bytes per write (and read from a file body): the budget's floor piece, so a client that reads always progresses. */
+export const CHUNK_BYTES = FLOOR_PIECE_BYTES;
 
 export class BodyWriter {
   constructor(
@@ -23,12 +23,14 @@ export class BodyWriter {
     return !this.sock.destroyed && this.sock.writable;
   }
 
-  /** Queue `bytes`: waits for room in the budget, then (after queueing) for the socket to drain below its mark. */
+  /** Queue `bytes`, a chunk at a time: each waits for room in the budget, then for the socket to drain below its mark. */
   async write(bytes: Uint8Array): Promise<void> {
-    if (bytes.length === 0 || !this.open) return;
-    await this.budget.take(this.address, bytes.length);
-    this.queue(bytes);
-    if (this.sock.writableLength > this.highWater) await this.drained();
+    for (let off = 0; off < bytes.length && this.open; off += CHUNK_BYTES) {
+      const piece = bytes.subarray(off, Math.min(bytes.length, off + CHUNK_BYTES));
+      await this.budget.take(this.address, piece.length);
+      this.queue(piece);
+      if (this.sock.writableLength > this.highWater) await this.drained();
+    }
   }
 
   /**
@@ -46,7 +48,7 @@ export class BodyWriter {
     try {
       let off = 0;
       while (off < file.size && this.open) {
-        const n = Math.min(FILE_CHUNK_BYTES, file.size - off);
+        const n = Math.min(CHUNK_BYTES, file.size - off);
         await this.budget.take(this.address, n);
         const buf = Buffer.allocUnsafe(n);
         let got = 0;

@@ -1,7 +1,7 @@
 // The server's byte budget for answers held in memory (server/body-budget.ts) and the DTD hold table that
 // charges it (server/dtd.ts): every byte taken is given back once, a share is per address, waiters wake in
 // order among those that fit, and one address over its share never holds up another.
-import { BodyBudget } from '../../../server/body-budget';
+import { BodyBudget, FLOOR_PIECE_BYTES } from '../../../server/body-budget';
 import { HoldTable } from '../../../server/dtd';
 import type { HttpResponse } from '../../../protocol/dhttp/http1';
 
@@ -9,26 +9,39 @@ const res = (n: number): HttpResponse => ({ status: 200, reason: 'OK', headers: 
 
 describe('BodyBudget', () => {
   test('takes within the total and the per-address share; refusals are counted', () => {
-    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 60 });
-    expect(b.tryTake('a', 50)).toBe(true);
-    expect(b.tryTake('a', 20)).toBe(false); // a's share
-    expect(b.tryTake('b', 50)).toBe(true);
-    expect(b.tryTake('c', 1)).toBe(false); // the total
-    expect(b.counters()).toMatchObject({ heldBytes: 100, peakBytes: 100, refused: 2, refusedBytes: 21 });
-    b.give('a', 50);
-    b.give('b', 50);
+    const M = 1024 * 1024;
+    const b = new BodyBudget({ totalBytes: 100 * M, perAddressBytes: 60 * M });
+    expect(b.tryTake('a', 50 * M)).toBe(true);
+    expect(b.tryTake('a', 20 * M)).toBe(false); // a's share
+    expect(b.tryTake('b', 50 * M)).toBe(true);
+    expect(b.tryTake('c', 1 * M)).toBe(false); // the total
+    expect(b.counters()).toMatchObject({ heldBytes: 100 * M, peakBytes: 100 * M, refused: 2, refusedBytes: 21 * M });
+    b.give('a', 50 * M);
+    b.give('b', 50 * M);
     expect(b.counters().heldBytes).toBe(0);
   });
 
   test('one piece larger than a share still goes when its address holds nothing, and only one', () => {
-    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 10 });
-    expect(b.tryTake('a', 80)).toBe(true);
-    expect(b.tryTake('a', 1)).toBe(false);
-    expect(b.tryTake('b', 10)).toBe(true);
-    b.give('a', 80);
-    expect(b.tryTake('a', 200)).toBe(false); // the total is not empty
-    b.give('b', 10);
-    expect(b.tryTake('a', 200)).toBe(true); // nothing held at all: it goes, or it never would
+    const M = 1024 * 1024;
+    const b = new BodyBudget({ totalBytes: 100 * M, perAddressBytes: 10 * M });
+    expect(b.tryTake('a', 80 * M)).toBe(true);
+    expect(b.tryTake('a', 1 * M)).toBe(false);
+    expect(b.tryTake('b', 10 * M)).toBe(true);
+    b.give('a', 80 * M);
+    expect(b.tryTake('a', 200 * M)).toBe(false); // the total is not empty
+    b.give('b', 10 * M);
+    expect(b.tryTake('a', 200 * M)).toBe(true); // nothing held at all: it goes, or it never would
+  });
+
+  test('clients that fill the total cannot starve one that holds nothing: it may always have one floor piece', () => {
+    const b = new BodyBudget({ totalBytes: 4 * FLOOR_PIECE_BYTES, perAddressBytes: 2 * FLOOR_PIECE_BYTES });
+    expect(b.tryTake('a', 2 * FLOOR_PIECE_BYTES)).toBe(true);
+    expect(b.tryTake('b', 2 * FLOOR_PIECE_BYTES)).toBe(true); // the total is full
+    expect(b.tryTake('c', FLOOR_PIECE_BYTES + 1)).toBe(false);
+    expect(b.tryTake('c', FLOOR_PIECE_BYTES)).toBe(true); // its floor
+    expect(b.tryTake('c', 1)).toBe(false); // one, not more
+    b.give('c', FLOOR_PIECE_BYTES);
+    expect(b.tryTake('c', FLOOR_PIECE_BYTES)).toBe(true); // again once that one is gone
   });
 
   test('a waiter wakes when bytes come back; waiters over their share do not hold up another address', async () => {
