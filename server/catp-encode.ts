@@ -4,6 +4,7 @@
 import * as zlib from 'node:zlib';
 
 import { brotliCodec, encodePage, encodeRaw, type FrameCodec } from '../protocol/catp';
+import { textDecoderFor } from '../protocol/html-encoding';
 import { sha256 } from './digests';
 
 export type CatpMode = 'catp' | 'inorder';
@@ -35,12 +36,15 @@ export function encodedBytes(frames: readonly Uint8Array[]): number {
   return bytes;
 }
 
-/** Encode a body for a mode. Throws what the encoder throws (CATP_ERR_UNENCODABLE...). */
-export function encodeForMode(mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed' = 'content', quality: EncodeQuality = 'best'): Encoded {
+/**
+ * Encode a body for a mode; for CATP, its bytes are decoded as `encoding` (a WHATWG name: what the server found for
+ * the page, protocol/html-encoding.ts). Throws what the encoder throws (CATP_ERR_UNENCODABLE...).
+ */
+export function encodeForMode(mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed' = 'content', quality: EncodeQuality = 'best', encoding = 'UTF-8'): Encoded {
   let frames: Uint8Array[];
   let indexFrames: number;
   if (mode === 'catp') {
-    const p = encodePage(body, { sha256, codec: codecs[quality], blockCut });
+    const p = encodePage(textDecoderFor(encoding).decode(body), { sha256, codec: codecs[quality], blockCut });
     frames = p.frames;
     indexFrames = p.indexFrames;
   } else {
@@ -57,5 +61,6 @@ export interface EncodeJob {
   body: Uint8Array;
   blockCut: 'content' | 'packed';
   quality: EncodeQuality;
+  encoding: string;
 }
 export type EncodeReply = { id: number; ok: true; frames: Uint8Array[]; indexFrames: number } | { id: number; ok: false; code: string };

@@ -78,7 +78,7 @@ export class CatpEncoder {
    * Encodes `body`; one job per `key` (page version) and quality, however many callers ask. Null when the
    * queue is full or the encoder is closed (the caller answers without CATP).
    */
-  encode(key: string, mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed', quality: EncodeQuality): Promise<EncodeOutcome> | null {
+  encode(key: string, mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed', quality: EncodeQuality, encoding = 'UTF-8'): Promise<EncodeOutcome> | null {
     const k = `${quality}\0${key}`;
     const known = this.inflight.get(k);
     if (known !== undefined) return known;
@@ -89,7 +89,7 @@ export class CatpEncoder {
     }
     const p = new Promise<EncodeOutcome>((done) => {
       this.queuedBytes += body.length;
-      this.waiting[quality].push({ key: k, mode, body, blockCut, quality, done });
+      this.waiting[quality].push({ key: k, mode, body, blockCut, quality, encoding, done });
     });
     this.inflight.set(k, p);
     void p.then(() => this.inflight.delete(k));
@@ -130,7 +130,7 @@ export class CatpEncoder {
       setImmediate(() => {
         let r: EncodeOutcome;
         try {
-          r = encodeForMode(j.mode, j.body, j.blockCut, j.quality);
+          r = encodeForMode(j.mode, j.body, j.blockCut, j.quality, j.encoding);
         } catch (err) {
           r = { failed: errorCode(err) };
         }
@@ -148,7 +148,7 @@ export class CatpEncoder {
       slot.job = { ...j, id };
       slot.worker.ref();
       // The body is copied: the caller's buffer may be a view into a file cache that must stay intact.
-      const msg: EncodeJob = { id, mode: j.mode, body: j.body, blockCut: j.blockCut, quality: j.quality };
+      const msg: EncodeJob = { id, mode: j.mode, body: j.body, blockCut: j.blockCut, quality: j.quality, encoding: j.encoding };
       slot.worker.postMessage(msg);
     }
   }

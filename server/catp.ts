@@ -388,6 +388,8 @@ export interface StartRequest {
   /** Cache key for the body (path + size + mtime); null = do not cache. */
   cacheKey: string | null;
   body: Uint8Array;
+  /** How the body's bytes decode (a WHATWG encoding name, protocol/html-encoding.ts; default UTF-8). */
+  encoding?: string;
   /**
    * The address is unproven: the session sends what `budget` allows for `address` (charging it), and
    * `sendToken` (the server's "ask again with this token" answer) goes before the first frame.
@@ -650,7 +652,7 @@ export class CatpSessions {
       return hit;
     }
     this.c.catpCacheMisses++;
-    const job = this.encoder.encode(key ?? `once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode);
+    const job = this.encoder.encode(key ?? `once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode, req.encoding);
     if (job === null) return null;
     const r = await job;
     if (this.closed) return null;
@@ -670,7 +672,7 @@ export class CatpSessions {
 
   /** The best-quality copy of a page served from a fast encoding: encoded in the background, then cached. */
   private upgrade(key: string, req: StartRequest): void {
-    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, 'best');
+    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, 'best', req.encoding);
     if (job === null) return;
     void job.then((r) => {
       if (this.closed || 'failed' in r) return;
@@ -686,7 +688,7 @@ export class CatpSessions {
     else {
       this.c.catpCacheMisses++;
       try {
-        e = encodeForMode(req.mode, req.body, this.opts.blockCut);
+        e = encodeForMode(req.mode, req.body, this.opts.blockCut, 'best', req.encoding);
       } catch (err) {
         e = { failed: errorCode(err), bytes: 128 };
       }

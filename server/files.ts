@@ -6,6 +6,19 @@ import * as path from 'path';
 import type { HttpResponse } from '../protocol/dhttp/http1';
 import { formatDigest, formatReprDigest, wantedDigests } from '../protocol/dtd/digest-fields';
 import { DigestCache, type DigestCounters } from './digests';
+import { sniffHtmlEncoding } from '../protocol/html-encoding';
+
+/** Bytes of a file too large to read whole that its charset is sniffed from. */
+const SNIFF_PREFIX_BYTES = 64 * 1024;
+
+/**
+ * `text/html; charset=X`, X what the page's bytes say (BOM, `<meta>`), else UTF-8 if they are valid UTF-8, else
+ * windows-1252 (protocol/html-encoding.ts): the encoding the CATP encoder decodes the page with, announced so every
+ * client (stock Chromium included) reads the same text. `complete`: `bytes` is the whole file, not a prefix.
+ */
+export function htmlContentType(bytes: Uint8Array, complete: boolean): string {
+  return `text/html; charset=${sniffHtmlEncoding(bytes, { complete }).encoding.toLowerCase()}`;
+}
 
 export interface FileRequest {
   method: string;
@@ -65,8 +78,9 @@ export const ALLOWED_METHODS = 'GET, HEAD';
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT']);
 
 const MIME: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.htm': 'text/html; charset=utf-8',
+  // the charset is the one sniffed from the page's bytes (htmlContentType)
+  '.html': 'text/html',
+  '.htm': 'text/html',
   '.css': 'text/css; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
   '.mjs': 'text/javascript; charset=utf-8',
@@ -287,8 +301,10 @@ export class FileServer {
     }
     const want = wantedDigests(req.headers);
     const digestKey = `${real}\0${etag}`;
+    const html = headers[0]![1] === 'text/html';
     if (opts.stream === true && st.size > this.streamAboveBytes) {
       // Not read whole: the writer streams it (HEAD included: it writes the head alone).
+      if (html) headers[0] = ['Content-Type', htmlContentType(await this.readPrefix(real, SNIFF_PREFIX_BYTES), false)];
       if (want.repr || want.legacy || opts.reprDigest === true) {
         const digest = await this.digests.ofFile(digestKey, real, st.size);
         if (digest === null) return simpleResponse(500); // changed under us while hashed
@@ -304,6 +320,7 @@ export class FileServer {
       // The file changed between stat and read; describe what we actually send.
       headers[1] = ['Content-Length', String(body.length)];
     }
+    if (html) headers[0] = ['Content-Type', htmlContentType(body, true)];
     // DTD: representation digests (RFC 9530; RFC 3230 for clients that ask the old way), cached by file key.
     if (want.repr || want.legacy || opts.reprDigest === true) {
       const digest = this.digests.of(digestKey, body);
@@ -311,6 +328,17 @@ export class FileServer {
       if (want.legacy) headers.push(['Digest', formatDigest(digest)]);
     }
     return { status: 200, reason: reasonPhrase(200), headers, body };
+  }
+
+  private async readPrefix(real: string, n: number): Promise<Uint8Array> {
+    const fh = await fsp.open(real, 'r');
+    try {
+      const buf = Buffer.alloc(n);
+      const { bytesRead } = await fh.read(buf, 0, n, 0);
+      return new Uint8Array(buf.buffer, buf.byteOffset, bytesRead);
+    } finally {
+      await fh.close();
+    }
   }
 
   /** A streamed answer's file read whole after all (a CATP page: its encoder needs every byte). */

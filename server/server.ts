@@ -21,6 +21,7 @@ import { BodyBudget, type BodyBudgetCounters } from './body-budget';
 import { BodyWriter } from './body-writer';
 import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type CatpCounters, type CatpMemory, type CatpMode, type CatpOptions } from './catp';
 import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
+import { sniffHtmlEncoding } from '../protocol/html-encoding';
 import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
 
 export interface ServerLimits {
@@ -678,6 +679,8 @@ class Server implements DhttpServer {
       reuse: parseCatpReuse(getHeader(req.headers, 'catp-reuse')),
       cacheKey,
       body: res.body,
+      // the encoding the file server labelled the page with (or, for a page too large to sniff unasked, the bytes')
+      ...(mode === 'catp' ? { encoding: sniffHtmlEncoding(res.body, { contentType: getHeader(res.headers, 'content-type'), complete: true }).encoding } : {}),
       memory,
       ...(sendToken === null ? {} : { unproven: { budget: this.budget, sendToken } }),
     });

@@ -23,6 +23,7 @@ import {
 } from '../../protocol/browser/api';
 import { httpStream, type HttpStream } from './http-stream';
 import { CatpTreeBuilder } from '../../protocol/catp';
+import { StreamingHtmlDecoder, decodeHtml, textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import { DomOpRecorder } from './dom-recorder';
 
 export interface BrowserServiceOptions {
@@ -380,7 +381,8 @@ export class BrowserService {
     const contentType = getHeader(res.headers, 'content-type') ?? 'application/octet-stream';
     const html = /^text\/html\b/i.test(contentType);
     const texty = html || /^(text\/|application\/(json|xml|javascript))|\+xml\b/i.test(contentType);
-    const text = texty ? new TextDecoder().decode(res.body) : '';
+    // HTML as a browser sniffs it (BOM, charset, <meta>, ...); other text by its charset, else UTF-8
+    const text = !texty ? '' : html ? decodeHtml(res.body, contentType).text : textDecoderFor(textEncoding(contentType)).decode(res.body);
     this.emit({ type: 'whole', loadId: load.loadId, status: res.status, contentType, text, html, atEpochMs: Number(realtimeNs()) / 1e6 });
     if (res.status >= 400) {
       this.fail(load, Object.assign(new Error(`${load.url}: the server answered ${res.status} ${res.reason}`), { code: `HTTP_${res.status}` }));
@@ -396,7 +398,8 @@ export class BrowserService {
 
   private async stream(load: ActiveLoad): Promise<void> {
     const stats = new ArrivalStats();
-    const decoder = new TextDecoder('utf-8');
+    // in-order: the page's raw bytes, no headers: its encoding from the bytes (BOM, <meta>), else UTF-8
+    const decoder = new StreamingHtmlDecoder();
     let textOffset = 0;
     const requestAt = load.requestAtEpochMs;
     // CATP: the tree is built here, as DOM operations the renderer only applies (one `dom` event per frame).
@@ -427,7 +430,8 @@ export class BrowserService {
             filled.push(ev.block);
             break;
           case 'prefix-extended': {
-            const text = decoder.decode(ev.bytes, { stream: ev.length < ev.total });
+            const text = decoder.push(ev.bytes, ev.length >= ev.total);
+            if (text.length === 0) break; // held until the <meta> prescan has its 1,024 bytes
             this.emit({ type: 'text', loadId: load.loadId, text, offset: textOffset, total: ev.total });
             textOffset += text.length;
             break;
@@ -475,7 +479,7 @@ export class BrowserService {
 
   private async tcp(load: ActiveLoad, _requestNs: bigint): Promise<void> {
     const stats = new ArrivalStats();
-    const decoder = new TextDecoder('utf-8');
+    let decoder = new StreamingHtmlDecoder();
     let offset = 0;
     let html = true;
     let status = 0;
@@ -493,6 +497,7 @@ export class BrowserService {
           // a coded body's Content-Length counts coded bytes, not the page's
           total = cl !== undefined && /^\d+$/.test(cl) && !coded ? Number(cl) : null;
           html = status === 200 && (contentType === '' || /^text\/html\b/i.test(contentType));
+          decoder = new StreamingHtmlDecoder(contentType);
         },
         onData: (bytes, rxNs) => {
           if (!this.live(load)) return;
@@ -502,15 +507,15 @@ export class BrowserService {
             this.emit({ type: 'frame', loadId: load.loadId, frame: stats.chunk(bytes.length, atEpochMs, false) });
             return;
           }
-          const text = decoder.decode(bytes, { stream: true });
-          this.emit({ type: 'text', loadId: load.loadId, text, offset, total });
+          const text = decoder.push(bytes);
+          if (text.length > 0) this.emit({ type: 'text', loadId: load.loadId, text, offset, total });
           offset += text.length;
           this.emit({ type: 'frame', loadId: load.loadId, frame: stats.chunk(bytes.length, atEpochMs, true) });
         },
         onEnd: () => {
           if (this.live(load)) {
             if (html) {
-              const tail = decoder.decode();
+              const tail = decoder.push(new Uint8Array(0), true);
               if (tail) this.emit({ type: 'text', loadId: load.loadId, text: tail, offset, total });
               this.complete(load, { chunks: stats.received, bytes: stats.bytes });
             } else {

@@ -207,3 +207,29 @@ describe('FileServer', () => {
     await expect(FileServer.create({ root: path.join(root, 'index.html') })).rejects.toThrow();
   });
 });
+
+describe('HTML answers say the charset their bytes have (protocol/html-encoding.ts)', () => {
+  const latin1 = (s: string) => Buffer.from(s, 'latin1');
+  test.each([
+    ['meta.html', latin1('<meta charset="iso-8859-2"><p>\xe9</p>'), 'text/html; charset=iso-8859-2'],
+    ['none-utf8.html', Buffer.from('<p>Crème 日本</p>'), 'text/html; charset=utf-8'],
+    ['none-latin.html', latin1('<p>Cr\xe8me br\xfbl\xe9e</p>'), 'text/html; charset=windows-1252'],
+    ['bom16.html', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('<p>é</p>', 'utf16le')]), 'text/html; charset=utf-16le'],
+  ])('%s (read whole, and streamed from disk above the threshold)', async (name, bytes, want) => {
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'catp-files-enc-'));
+    try {
+      // streamed: the page is made larger than the threshold by a comment after its first bytes
+      await fsp.writeFile(path.join(dir, name), bytes);
+      await fsp.writeFile(path.join(dir, `big-${name}`), Buffer.concat([bytes, Buffer.from(name.startsWith('bom16') ? '<!---->'.repeat(300) : '<!--' + 'x'.repeat(3000) + '-->', name.startsWith('bom16') ? 'utf16le' : 'latin1')]));
+      const fsrv = await FileServer.create({ root: dir, streamAboveBytes: 2000 });
+      const small = await fsrv.handle({ method: 'GET', target: `/${name}`, headers: [] }, { stream: true });
+      expect(small.file).toBeUndefined();
+      expect(header(small, 'content-type')).toBe(want);
+      const big = await fsrv.handle({ method: 'GET', target: `/big-${name}`, headers: [] }, { stream: true });
+      expect(big.file).toBeDefined();
+      expect(header(big, 'content-type')).toBe(want);
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
