@@ -14,9 +14,11 @@ import {
   type ClientEvent,
   type DhttpClientOptions,
   type HttpResponse,
+  DEFAULT_MAX_BODY_BYTES,
   parseTarget,
 } from '../protocol/dhttp';
 import { HostError } from './errors';
+import { ACCEPT_ENCODING, decodeContent } from './content-coding';
 import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
 import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
@@ -556,11 +558,17 @@ export class DhttpHost {
       ? this.dtd.prepare(url, method, options.body !== undefined && options.body.length > 0)
       : null;
     const startedAtMs = performance.now();
+    // Plain HTTP/1.1 answers come compressed when we ask, as real servers send them (decoded in onEvent) — unless
+    // the request wants a digest (DTD, Want-Digest): a server sends none with a coded body (ours), or one over the
+    // coded bytes (RFC 9530), and DTD digests and stores the identity body.
+    const named = new Set((options.headers ?? []).map(([n]) => n.toLowerCase()));
+    const wantsDigest = dtd !== null || named.has('want-repr-digest') || named.has('want-digest');
+    const coding: [string, string][] = target.scheme === 'http' && !named.has('accept-encoding') && !wantsDigest ? [['Accept-Encoding', ACCEPT_ENCODING]] : [];
     const requestId = lane.client.request(
       {
         url,
         method: options.method ?? 'GET',
-        headers: [...(options.headers ?? []), ...(dtd?.headers ?? [])],
+        headers: [...(options.headers ?? []), ...coding, ...(dtd?.headers ?? [])],
         ...(options.body ? { body: options.body } : {}),
         streamed,
         ...(dtd !== null && dtd.track.choice.mode !== 'plain' ? { dtd: true } : {}),
@@ -593,10 +601,18 @@ export class DhttpHost {
       case 'response': {
         const entry = this.take(event.requestId);
         if (!entry) return;
+        // a coded answer is decoded before anything reads it (the DTD store keeps, and digests, what was meant)
+        let response: HttpResponse;
+        try {
+          response = decodeContent(event.response, this.options.client?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+        } catch (err) {
+          entry.reject(err as Error);
+          return;
+        }
         let dtd: DtdOutcome | undefined;
         if (entry.dtd && this.dtd) {
           try {
-            dtd = this.dtd.onResponse(entry.dtd, event.response, event.sentAtMs, event.receivedAtMs, event.channel);
+            dtd = this.dtd.onResponse(entry.dtd, response, event.sentAtMs, event.receivedAtMs, event.channel);
           } catch (err) {
             if ((err as { code?: unknown }).code === 'DTD_ERR_DIGEST_MISMATCH' && entry.refetch !== undefined) {
               // A body that does not match its digest (a broken cache, a lying server): once more, without DTD,
@@ -624,7 +640,7 @@ export class DhttpHost {
         const result: FetchResult = {
           url: entry.url,
           requestId: event.requestId,
-          response: event.response,
+          response,
           channel: event.channel,
           resends: event.resends,
           fellBack: entry.fellBack,
