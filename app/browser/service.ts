@@ -58,9 +58,16 @@ interface HistoryEntry {
   transport: Transport | undefined;
 }
 
+/** Answers that send the browser on to their Location (RFC 9110 §15.4). */
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+/** Redirects followed in one navigation before it fails (as Chromium's net::ERR_TOO_MANY_REDIRECTS). */
+export const MAX_REDIRECTS = 20;
+
 interface ActiveLoad {
   loadId: number;
   url: string;
+  /** The URLs that redirected to this one, first first (empty: not a redirect). */
+  redirectedFrom: string[];
   transport: Transport;
   requestAtEpochMs: number;
   done: boolean;
@@ -292,13 +299,13 @@ export class BrowserService {
     return this.defaultTransport;
   }
 
-  private start(entry: HistoryEntry): number {
+  private start(entry: HistoryEntry, redirectedFrom: string[] = []): number {
     this.stop();
     const loadId = this.nextLoadId++;
     const transport = this.transportFor(entry.url, entry.transport);
     const requestNs = realtimeNs();
     const load: ActiveLoad = {
-      loadId, url: entry.url, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false,
+      loadId, url: entry.url, redirectedFrom, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false,
       savings: this.host.reuse !== null || this.host.dtd !== null
         ? { blocks: 0, blocksReused: 0, dtdHits: 0, bytesSaved: 0, savedMs: 0, estimate: 'nothing saved yet' }
         : null,
@@ -312,6 +319,7 @@ export class BrowserService {
       requestAtEpochMs: load.requestAtEpochMs,
       viewUrl: this.options.viewUrl ? this.options.viewUrl(entry.url) : entry.url,
       history: { canBack: this.index > 0, canForward: this.index < this.history.length - 1 },
+      ...(redirectedFrom.length > 0 ? { redirectedFrom } : {}),
     });
     let run: Promise<void>;
     try {
@@ -324,6 +332,41 @@ export class BrowserService {
     }
     run.catch((err: Error & { code?: string }) => this.fail(load, err));
     return loadId;
+  }
+
+  /**
+   * A 3xx answer with a Location: the next hop starts as a new load in this one's place, and the history entry
+   * becomes the URL it leads to (what the address bar shows, what Back returns to). True when the answer was a
+   * redirect (followed, or the navigation failed: a loop, more than MAX_REDIRECTS, a Location we cannot open).
+   */
+  private redirect(load: ActiveLoad, status: number, location: string | null): boolean {
+    if (!REDIRECT_STATUSES.has(status) || location === null) return false;
+    if (!this.live(load)) return true;
+    const failWith = (code: string, message: string) => this.fail(load, Object.assign(new Error(message), { code }));
+    let next: string;
+    try {
+      next = new URL(location.trim(), load.url).href; // relative Locations resolve against the URL that answered
+      parseTarget(next);
+    } catch {
+      failWith('HOST_ERR_BAD_REDIRECT', `${load.url} redirects to ${JSON.stringify(location)}, which this browser cannot open`);
+      return true;
+    }
+    const chain = [...load.redirectedFrom, load.url];
+    if (chain.includes(next)) {
+      failWith('HOST_ERR_REDIRECT_LOOP', `${load.url} redirects in a loop (${[...chain, next].join(' → ')})`);
+      return true;
+    }
+    if (chain.length > MAX_REDIRECTS) {
+      failWith('HOST_ERR_TOO_MANY_REDIRECTS', `more than ${MAX_REDIRECTS} redirects from ${chain[0]}`);
+      return true;
+    }
+    load.done = true;
+    load.cancel?.();
+    const entry = this.history[this.index];
+    if (entry === undefined) return true;
+    entry.url = next;
+    this.start(entry, chain);
+    return true;
   }
 
   private live(load: ActiveLoad): boolean {
@@ -378,6 +421,7 @@ export class BrowserService {
     if (!this.live(load)) return;
     this.dtdSaved(load, result);
     const res = result.response;
+    if (this.redirect(load, res.status, getHeader(res.headers, 'location'))) return;
     const contentType = getHeader(res.headers, 'content-type') ?? 'application/octet-stream';
     const html = /^text\/html\b/i.test(contentType);
     const texty = html || /^(text\/|application\/(json|xml|javascript))|\+xml\b/i.test(contentType);
@@ -491,6 +535,7 @@ export class BrowserService {
       httpStream(load.url, {
         onHead: (head) => {
           status = head.status;
+          if (this.redirect(load, status, head.headers.find(([n]) => n.toLowerCase() === 'location')?.[1] ?? null)) return;
           contentType = head.headers.find(([n]) => n.toLowerCase() === 'content-type')?.[1] ?? '';
           const cl = head.headers.find(([n]) => n.toLowerCase() === 'content-length')?.[1];
           const coded = head.headers.some(([n, v]) => n.toLowerCase() === 'content-encoding' && v.trim().toLowerCase() !== 'identity');

@@ -175,6 +175,8 @@ export type BrowserEvent =
       /** The URL the page frame loads (an empty document whose base URL resolves sub-resources via the host). */
       viewUrl: string;
       history: HistoryState;
+      /** This load follows redirects from these URLs (first first); `url` is where they led. */
+      redirectedFrom?: string[];
     }
   /**
    * CATP: part of the page's tree, as DOM operations (see DomOps). `pieces` index pieces and `blocks` data blocks
