@@ -90,6 +90,8 @@ export class BrowserService {
   private readonly dumps = new Map<number, (tree: DumpNode | null) => void>();
   private readonly records = new Map<number, LoadRecord>();
   private readonly recordWaiters = new Map<number, ((r: LoadRecord) => void)[]>();
+  /** A load that redirected → the load of its next hop (bounded): its record is the final hop's. */
+  private readonly redirectedTo = new Map<number, number>();
   /** Savings of recent loads (bounded), for the records the renderer hands over. */
   private readonly savingsByLoad = new Map<number, LoadSavings>();
   private readyWaiters: (() => void)[] = [];
@@ -236,8 +238,10 @@ export class BrowserService {
     this.emit({ type: 'stopped', loadId: load.loadId });
   }
 
-  /** The record the renderer handed over for a load (waits for it). */
-  recordOf(loadId: number, timeoutMs = 60_000): Promise<LoadRecord> {
+  /** The record the renderer handed over for a load (waits for it); for a load that redirected, its last hop's. */
+  recordOf(first: number, timeoutMs = 60_000): Promise<LoadRecord> {
+    let loadId = first;
+    for (let next = this.redirectedTo.get(loadId); next !== undefined; next = this.redirectedTo.get(loadId)) loadId = next;
     const have = this.records.get(loadId);
     if (have) return Promise.resolve(have);
     return new Promise((ok, fail) => {
@@ -365,7 +369,15 @@ export class BrowserService {
     const entry = this.history[this.index];
     if (entry === undefined) return true;
     entry.url = next;
-    this.start(entry, chain);
+    const hop = this.start(entry, chain);
+    this.redirectedTo.set(load.loadId, hop);
+    if (this.redirectedTo.size > 256) this.redirectedTo.delete(this.redirectedTo.keys().next().value as number);
+    // whoever waits for this load's record gets the next hop's
+    const waiting = this.recordWaiters.get(load.loadId);
+    if (waiting !== undefined) {
+      this.recordWaiters.delete(load.loadId);
+      this.recordWaiters.set(hop, [...(this.recordWaiters.get(hop) ?? []), ...waiting]);
+    }
     return true;
   }
 

@@ -22,10 +22,18 @@ async function until(rig: Rig, ok: (s: ProbeState) => boolean, what: string, tim
 maybe('navigation', () => {
   let rig: Rig;
   beforeAll(async () => {
-    rig = await startRig();
+    rig = await startRig({ extraFiles: { 'sub/index.html': '<!doctype html><title>sub</title><p>the directory page</p>' } });
   });
   afterAll(async () => {
     await rig?.close();
+  });
+
+  test('a redirect (the server\'s 301 for a directory) is followed: the address bar shows where it led, and its record is the last hop\'s', async () => {
+    const record = await rig.load('sub', 'catp');
+    expect(record.outcome).toBe('complete');
+    expect(record.url).toBe(`${rig.base}/sub/`);
+    expect(await rig.page.inputValue('#url')).toBe(`${rig.base}/sub/`);
+    expect(await rig.dump()).toContain('the directory page');
   });
 
   test('links, back, forward, reload', async () => {
