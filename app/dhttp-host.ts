@@ -19,6 +19,7 @@ import {
 } from '../protocol/dhttp';
 import { HostError } from './errors';
 import { ACCEPT_ENCODING, decodeContent } from './content-coding';
+import { httpStream, type HttpStreamHead } from './browser/http-stream';
 import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
 import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
@@ -92,8 +93,8 @@ export interface FetchResult {
   url: string;
   requestId: string;
   response: HttpResponse;
-  /** Which channel carried the answer: 'udp', 'tcp' (DHTTP over TCP) or 'http' (plain HTTP/1.1). */
-  channel: 'udp' | 'tcp' | 'http';
+  /** Which channel carried the answer: 'udp', 'tcp' (DHTTP over TCP), 'http' (plain HTTP/1.1) or 'https' (over TLS). */
+  channel: 'udp' | 'tcp' | 'http' | 'https';
   resends: number;
   fellBack: boolean;
   /** Monotonic milliseconds (performance.now) when the request left and the answer was complete. */
@@ -374,7 +375,46 @@ export class DhttpHost {
   }
 
   async fetch(url: string, options: FetchOptions = {}): Promise<FetchResult> {
+    if (parseTarget(url).scheme === 'https') return this.fetchTls(url, options);
     return (await this.begin(url, options, false)).answer;
+  }
+
+  /**
+   * An https:// GET over TLS (app/browser/http-stream.ts: the system's CA store, SNI; a certificate that does not
+   * check out is an error that says why). Never DHTTP: what TLS promises (privacy, the origin's identity), DHTTP
+   * cannot, so an https:// URL and everything fetched for it stay on TLS. No DTD: a body arrives as it is.
+   */
+  private fetchTls(url: string, options: FetchOptions): Promise<FetchResult> {
+    if (this.closed) return Promise.reject(new HostError('HOST_ERR_CLOSED', 'the host is closed'));
+    if ((options.method ?? 'GET').toUpperCase() !== 'GET') {
+      return Promise.reject(new HostError('HOST_ERR_UNSUPPORTED', `https:// supports GET only (asked: ${options.method})`));
+    }
+    const startedAtMs = performance.now();
+    return new Promise<FetchResult>((resolve, reject) => {
+      let head: HttpStreamHead | null = null;
+      const chunks: Uint8Array[] = [];
+      let lastRxNs: bigint | null = null;
+      httpStream(url, {
+        onHead: (h) => (head = h),
+        onData: (bytes, rxNs) => {
+          chunks.push(bytes);
+          lastRxNs = rxNs;
+        },
+        onEnd: () => {
+          const h = head as HttpStreamHead | null;
+          if (h === null) return reject(new HostError('HTTP_ERR_TRUNCATED', `no answer from ${url}`));
+          const body = Buffer.concat(chunks);
+          // the stream undid any content coding: the head says what the body is now
+          const headers = h.headers.filter(([n]) => !/^(content-encoding|content-length|transfer-encoding)$/i.test(n));
+          headers.push(['Content-Length', String(body.length)]);
+          resolve({
+            url, requestId: '', response: { status: h.status, reason: h.reason, headers, body: new Uint8Array(body.buffer, body.byteOffset, body.length) },
+            channel: 'https', resends: 0, fellBack: false, startedAtMs, completedAtMs: performance.now(), lastRxNs,
+          });
+        },
+        onError: (err) => reject(new HostError(err.code, err.message)),
+      }, { timeoutMs: options.timeoutMs ?? 30_000, maxBodyBytes: this.options.client?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES }).catch((e: Error & { code?: string }) => reject(new HostError(e.code ?? 'HOST_ERR_TLS', e.message)));
+    });
   }
 
   /**

@@ -1,5 +1,6 @@
 // Plain HTTP/1.1 GET whose body is handed over AS IT ARRIVES (the DhttpClient only gives whole responses),
-// for the browser's `tcp` transport: painted in order, like a stock browser over TCP.
+// for the browser's `tcp` transport: painted in order, like a stock browser over TCP; and the same over TLS for
+// https:// (Node's tls: no kernel timestamps through it).
 //
 // Runs over the native endpoint's outbound TCP (`Endpoint.connect` / `sendTcp`) so every chunk carries its
 // kernel receive timestamp (CLOCK_REALTIME ns), on the same clock as the CATP frames' — the network floor of
@@ -9,7 +10,9 @@
 // delimited bodies are decoded strictly, the body is bounded (maxBodyBytes), and any violation ends the
 // stream with a named error (HTTP_ERR_*), never a throw out of the callback.
 import { lookup } from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import * as tls from 'node:tls';
 import * as zlib from 'node:zlib';
 
 import { Endpoint, realtimeNs, type Incoming } from '../../native';
@@ -297,26 +300,25 @@ class ContentDecoder {
   }
 }
 
-/** GETs an http:// URL and streams its body. Exactly one of onEnd / onError is called (unless cancelled). */
+/** GETs an http:// or https:// URL and streams its body. Exactly one of onEnd / onError is called (unless cancelled). */
 export async function httpStream(url: string, h: HttpStreamHandlers, options: HttpStreamOptions = {}): Promise<HttpStream> {
   const target = parseTarget(url);
-  if (target.scheme !== 'http') throw new HttpStreamError('HTTP_ERR_SCHEME', `not an http:// URL: ${url}`);
+  if (target.scheme !== 'http' && target.scheme !== 'https') throw new HttpStreamError('HTTP_ERR_SCHEME', `not an http:// or https:// URL: ${url}`);
   const literal = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
   const address = isIP(literal) ? literal : (await lookup(literal)).address;
-  const loopback = address === '::1' || address.startsWith('127.');
-  const bind = loopback ? address : address.includes(':') ? '::' : '0.0.0.0';
   let settled = false;
-  let conn = -1;
+  let closeTransport: () => void = () => undefined;
   const settle = (err: HttpStreamError | null) => {
     if (settled) return;
     settled = true;
     clearTimeout(timer);
-    // let the endpoint deliver its last events before it is closed
-    setImmediate(() => endpoint.close());
+    // let the transport deliver its last events before it is closed
+    setImmediate(() => closeTransport());
     if (err) h.onError(err);
     else h.onEnd();
   };
   let coded: ContentDecoder | null = null;
+  let abort: () => void = () => undefined;
   const decoder = new StreamingResponseDecoder(
     {
       onHead: (head) => {
@@ -328,7 +330,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
           coded = new ContentDecoder(codings[0]!, options.maxBodyBytes ?? 64 * 1024 * 1024, (b, rx) => {
             if (!settled) h.onData(b, rx);
           }, () => settle(null), (err) => {
-            if (conn >= 0) endpoint.closeConnection(conn);
+            abort();
             settle(err);
           });
         }
@@ -339,43 +341,40 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
     },
     options.maxBodyBytes,
   );
-  const onIncoming = (batch: Incoming[]) => {
-    for (const item of batch) {
-      if (settled) return;
-      if (item.kind === 'tcp-open' && item.conn === conn) {
-        const hostHeader = target.port === 80 ? target.host : `${target.host}:${target.port}`;
-        const req = `GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nAccept-Encoding: ${ACCEPT_ENCODING}\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`;
-        endpoint.sendTcp(conn, Buffer.from(req, 'latin1'));
-      } else if (item.kind === 'tcp-data' && item.conn === conn) {
-        try {
-          decoder.push(item.data, item.rxNs);
-        } catch (e) {
-          endpoint.closeConnection(conn);
-          settle(e as HttpStreamError);
-        }
-      } else if (item.kind === 'tcp-closed' && item.conn === conn) {
-        if (item.error) {
-          settle(new HttpStreamError('HTTP_ERR_CONNECT', `${item.error.code}: ${item.error.message}`));
-          continue;
-        }
-        try {
-          decoder.end();
-        } catch (e) {
-          settle(e as HttpStreamError);
-        }
-      }
+  const defaultPort = target.scheme === 'https' ? 443 : 80;
+  const hostHeader = target.port === defaultPort ? target.host : `${target.host}:${target.port}`;
+  const request = Buffer.from(`GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nAccept-Encoding: ${ACCEPT_ENCODING}\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`, 'latin1');
+  /** Bytes from the server, with their receive time: into the decoder; a violation ends the stream. */
+  const received = (data: Uint8Array, rxNs: bigint) => {
+    if (settled) return;
+    try {
+      decoder.push(data, rxNs);
+    } catch (e) {
+      abort();
+      settle(e as HttpStreamError);
     }
   };
-  const endpoint = new Endpoint({ host: bind }, onIncoming);
+  const ended = () => {
+    if (settled) return;
+    try {
+      decoder.end();
+    } catch (e) {
+      settle(e as HttpStreamError);
+    }
+  };
   const startedNs = realtimeNs();
   const timer = setTimeout(() => {
-    if (conn >= 0) endpoint.closeConnection(conn);
+    abort();
     settle(new HttpStreamError('HTTP_ERR_TIMEOUT', `no complete answer from ${target.origin} within ${options.timeoutMs ?? 30000} ms`));
   }, options.timeoutMs ?? 30000);
-  try {
-    conn = endpoint.connect(address, target.port);
-  } catch (e) {
-    settle(new HttpStreamError('HTTP_ERR_CONNECT', (e as Error).message));
+  if (target.scheme === 'https') {
+    const sock = tlsConnect(address, literal, target.port, request, received, ended, (err) => settle(err));
+    closeTransport = () => sock.destroy();
+    abort = () => sock.destroy();
+  } else {
+    const t = tcpConnect(address, target.port, request, received, ended, (err) => settle(err));
+    closeTransport = t.close;
+    abort = t.abort;
   }
   return {
     startedNs,
@@ -383,8 +382,98 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      if (conn >= 0) endpoint.closeConnection(conn);
-      setImmediate(() => endpoint.close());
+      abort();
+      setImmediate(() => closeTransport());
     },
   };
+}
+
+/** Plain TCP through the native endpoint: every segment batch carries its kernel receive time. */
+function tcpConnect(address: string, port: number, request: Buffer, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): { close: () => void; abort: () => void } {
+  const loopback = address === '::1' || address.startsWith('127.');
+  const bind = loopback ? address : address.includes(':') ? '::' : '0.0.0.0';
+  let conn = -1;
+  const onIncoming = (batch: Incoming[]) => {
+    for (const item of batch) {
+      if (item.kind === 'tcp-open' && item.conn === conn) {
+        endpoint.sendTcp(conn, request);
+      } else if (item.kind === 'tcp-data' && item.conn === conn) {
+        received(item.data, item.rxNs);
+      } else if (item.kind === 'tcp-closed' && item.conn === conn) {
+        if (item.error) {
+          failed(new HttpStreamError('HTTP_ERR_CONNECT', `${item.error.code}: ${item.error.message}`));
+          continue;
+        }
+        ended();
+      }
+    }
+  };
+  const endpoint = new Endpoint({ host: bind }, onIncoming);
+  try {
+    conn = endpoint.connect(address, port);
+  } catch (e) {
+    failed(new HttpStreamError('HTTP_ERR_CONNECT', (e as Error).message));
+  }
+  return {
+    close: () => endpoint.close(),
+    abort: () => {
+      if (conn >= 0) endpoint.closeConnection(conn);
+    },
+  };
+}
+
+/**
+ * HTTP/1.1 over TLS (Node's tls: the system's CA store, SNI, ALPN http/1.1). Receive times are taken as the
+ * decrypted bytes arrive (no kernel timestamps through TLS). A certificate that does not check out ends the
+ * stream with a code that says why (expired, wrong name, unknown issuer): never a silent bypass.
+ */
+function tlsConnect(address: string, name: string, port: number, request: Buffer, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): tls.TLSSocket {
+  const sock = tls.connect({
+    host: address,
+    port,
+    // SNI names a host, never an address; the certificate is checked against `name` either way
+    ...(isIP(name) ? {} : { servername: name }),
+    checkServerIdentity: (_host, cert) => tls.checkServerIdentity(name, cert),
+    ALPNProtocols: ['http/1.1'],
+    minVersion: 'TLSv1.2',
+    ca: trustedCertificates(),
+  });
+  sock.on('secureConnect', () => sock.write(request));
+  sock.on('data', (d: Buffer) => received(d, realtimeNs()));
+  sock.on('end', ended);
+  sock.on('error', (err: Error & { code?: string }) => failed(tlsError(err, name, port)));
+  return sock;
+}
+
+const UNKNOWN_ISSUER = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_GET_ISSUER_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_UNTRUSTED']);
+
+/** A TLS failure as a named error a user can read. */
+export function tlsError(err: Error & { code?: string }, name: string, port: number): HttpStreamError {
+  const who = `${name}:${port}`;
+  const code = err.code ?? '';
+  if (code === 'CERT_HAS_EXPIRED') return new HttpStreamError('HTTP_ERR_TLS_CERT_EXPIRED', `the certificate of ${who} has expired`);
+  if (code === 'CERT_NOT_YET_VALID') return new HttpStreamError('HTTP_ERR_TLS_CERT_NOT_YET_VALID', `the certificate of ${who} is not valid yet`);
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return new HttpStreamError('HTTP_ERR_TLS_WRONG_NAME', `the certificate of ${who} is for another name: ${err.message}`);
+  if (UNKNOWN_ISSUER.has(code)) return new HttpStreamError('HTTP_ERR_TLS_UNKNOWN_ISSUER', `the certificate of ${who} is not from an authority this browser trusts (${code})`);
+  if (/^E(CONNREFUSED|HOSTUNREACH|NETUNREACH|CONNRESET|TIMEDOUT)$/.test(code)) return new HttpStreamError('HTTP_ERR_CONNECT', `${code}: ${err.message}`);
+  return new HttpStreamError('HTTP_ERR_TLS', `TLS with ${who} failed: ${code ? `${code}: ` : ''}${err.message}`);
+}
+
+let systemCas: string[] | null = null;
+
+/**
+ * The certificates TLS connections trust: the system's store (Debian's /etc/ssl/certs/ca-certificates.crt; Node's
+ * bundled roots where there is none), and the PEM file CATP_EXTRA_CA_CERTS names, if any (a private or a test CA,
+ * as NODE_EXTRA_CA_CERTS is for Node itself).
+ */
+export function trustedCertificates(): string[] {
+  if (systemCas === null) {
+    try {
+      systemCas = [readFileSync('/etc/ssl/certs/ca-certificates.crt', 'utf8')];
+    } catch {
+      systemCas = [...tls.rootCertificates];
+    }
+  }
+  const extra = process.env.CATP_EXTRA_CA_CERTS;
+  return extra ? [...systemCas, readFileSync(extra, 'utf8')] : systemCas;
 }

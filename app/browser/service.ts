@@ -297,7 +297,7 @@ export class BrowserService {
     } catch {
       return 'whole';
     }
-    if (scheme === 'http') return 'tcp';
+    if (scheme === 'http' || scheme === 'https') return 'tcp';
     if (scheme === 'dhttpt') return 'whole';
     if (asked === 'catp' || asked === 'inorder' || asked === 'whole') return asked;
     return this.defaultTransport;

@@ -19,6 +19,7 @@ Fetches a URL and writes the body to stdout (or -o FILE).
                               does not speak DHTTP.
   dhttpt://HOST[:PORT]/PATH   DHTTP over a TCP connection only
   http://HOST[:PORT]/PATH     plain HTTP/1.1
+  https://HOST[:PORT]/PATH    HTTP/1.1 over TLS (the system's CA store; CATP_EXTRA_CA_CERTS=FILE adds a PEM CA)
 
 With --catp, an HTML page comes as CATP frames over UDP, in any order, and is rebuilt frame by frame; the
 output is parse5's serialization of the rebuilt tree. With --inorder, the page's raw bytes come in datagrams,
@@ -64,7 +65,7 @@ const options = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-const VIA = { udp: 'UDP', tcp: 'TCP (DHTTP)', http: 'plain HTTP/1.1 over TCP' } as const;
+const VIA = { udp: 'UDP', tcp: 'TCP (DHTTP)', http: 'plain HTTP/1.1 over TCP', https: 'HTTP/1.1 over TLS' } as const;
 
 function parseHeader(text: string): [string, string] {
   const colon = text.indexOf(':');

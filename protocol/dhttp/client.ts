@@ -313,6 +313,10 @@ export class DhttpClient {
   /** Start a request; returns its ID (16 hex digits), which names it in every event. */
   request(init: RequestInit, nowMs: number): string {
     const target = parseTarget(init.url);
+    if (target.scheme === 'https') {
+      // TLS is the host's (app/browser/http-stream.ts): this client never sends an https:// request in the clear
+      throw new LocalProtocolError('DHTTP_ERR_BAD_SCHEME', `https:// is not a DHTTP client's: ${target.origin}`);
+    }
     const method = (init.method ?? 'GET').toUpperCase();
     const body = init.body ?? new Uint8Array(0);
     const headers: HttpHeaders = [...(init.headers ?? [])];

@@ -1,11 +1,12 @@
 /**
- * Target URLs: `dhttp://host[:port]/path` (UDP allowed), `dhttpt://...` (DHTTP over TCP only) and
- * `http://...` (plain HTTP/1.1). The default port is 80 for all three (the DHTTP server listens on one
- * port number for UDP and TCP). IPv6 literals are written in brackets and kept in brackets in `host`.
+ * Target URLs: `dhttp://host[:port]/path` (UDP allowed), `dhttpt://...` (DHTTP over TCP only),
+ * `http://...` (plain HTTP/1.1) and `https://...` (HTTP/1.1 over TLS, which the host speaks, not the DHTTP
+ * client). The default port is 80 for the first three (the DHTTP server listens on one port number for UDP and
+ * TCP), 443 for https. IPv6 literals are written in brackets and kept in brackets in `host`.
  */
 import { LocalProtocolError } from '../errors';
 
-export type Scheme = 'dhttp' | 'dhttpt' | 'http';
+export type Scheme = 'dhttp' | 'dhttpt' | 'http' | 'https';
 
 export interface Target {
   scheme: Scheme;
@@ -14,11 +15,12 @@ export interface Target {
   port: number;
   /** Origin-form request target: path and query, no fragment; `/` when empty; non-ASCII percent-encoded. */
   path: string;
-  /** `scheme://host[:port]` (port omitted when 80). */
+  /** `scheme://host[:port]` (port omitted when it is the scheme's default). */
   origin: string;
 }
 
 export const DEFAULT_PORT = 80;
+export const DEFAULT_TLS_PORT = 443;
 
 const te = new TextEncoder();
 
@@ -44,9 +46,10 @@ export function parseTarget(url: string): Target {
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)(.*)$/s.exec(url.trim());
   if (m === null) bad(`not an absolute URL: ${JSON.stringify(url.slice(0, 100))}`);
   const scheme = m[1].toLowerCase();
-  if (scheme !== 'dhttp' && scheme !== 'dhttpt' && scheme !== 'http') {
-    bad(`unsupported scheme ${scheme}: (dhttp, dhttpt and http are)`, 'DHTTP_ERR_BAD_SCHEME');
+  if (scheme !== 'dhttp' && scheme !== 'dhttpt' && scheme !== 'http' && scheme !== 'https') {
+    bad(`unsupported scheme ${scheme}: (dhttp, dhttpt, http and https are)`, 'DHTTP_ERR_BAD_SCHEME');
   }
+  const defaultPort = scheme === 'https' ? DEFAULT_TLS_PORT : DEFAULT_PORT;
   const authority = m[2];
   if (authority.includes('@')) bad('user information in the URL is not supported');
   let host: string;
@@ -69,7 +72,7 @@ export function parseTarget(url: string): Target {
     if (!/^[a-z0-9._~-]+$/.test(host)) bad(`invalid host ${JSON.stringify(host)}`);
   }
   if (host === '' || host === '[]') bad('empty host');
-  let port = DEFAULT_PORT;
+  let port = defaultPort;
   if (portText !== '') {
     if (!/^[0-9]{1,5}$/.test(portText)) bad(`invalid port ${JSON.stringify(portText)}`);
     port = Number(portText);
@@ -81,6 +84,6 @@ export function parseTarget(url: string): Target {
   if (path === '') path = '/';
   else if (path.startsWith('?')) path = `/${path}`;
   path = encodePath(path);
-  const origin = `${scheme}://${host}${port === DEFAULT_PORT ? '' : `:${port}`}`;
+  const origin = `${scheme}://${host}${port === defaultPort ? '' : `:${port}`}`;
   return { scheme, host, port, path, origin };
 }

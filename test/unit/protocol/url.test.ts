@@ -1,5 +1,6 @@
 import { LocalProtocolError } from '../../../protocol/errors';
 import { parseTarget } from '../../../protocol/dhttp/url';
+import { DhttpClient } from '../../../protocol/dhttp/client';
 
 test.each([
   ['dhttp://example.com/a/b?q=1#frag', { scheme: 'dhttp', host: 'example.com', port: 80, path: '/a/b?q=1', origin: 'dhttp://example.com' }],
@@ -8,13 +9,15 @@ test.each([
   ['DHTTP://[::1]:9000/x', { scheme: 'dhttp', host: '[::1]', port: 9000, path: '/x', origin: 'dhttp://[::1]:9000' }],
   ['dhttp://[2001:DB8::1]/', { scheme: 'dhttp', host: '[2001:db8::1]', port: 80, path: '/', origin: 'dhttp://[2001:db8::1]' }],
   ['dhttp://h/caf\u00e9 x', { scheme: 'dhttp', host: 'h', port: 80, path: '/caf%C3%A9%20x', origin: 'dhttp://h' }],
+  ['https://h/x', { scheme: 'https', host: 'h', port: 443, path: '/x', origin: 'https://h' }],
+  ['https://h:80/', { scheme: 'https', host: 'h', port: 80, path: '/', origin: 'https://h:80' }],
 ])('%s', (url, want) => {
   expect(parseTarget(url)).toEqual(want);
 });
 
 test.each([
   ['ftp://h/', 'DHTTP_ERR_BAD_SCHEME'],
-  ['https://h/', 'DHTTP_ERR_BAD_SCHEME'],
+  ['gopher://h/', 'DHTTP_ERR_BAD_SCHEME'],
   ['/relative', 'DHTTP_ERR_BAD_URL'],
   ['dhttp:///x', 'DHTTP_ERR_BAD_URL'],
   ['dhttp://user@h/', 'DHTTP_ERR_BAD_URL'],
@@ -27,4 +30,9 @@ test.each([
 ])('%s -> %s', (url, code) => {
   expect(() => parseTarget(url)).toThrow(LocalProtocolError);
   expect(() => parseTarget(url)).toThrow(expect.objectContaining({ code }));
+});
+
+test('the DHTTP client refuses https:// (TLS is the host\'s: it never sends one in the clear)', () => {
+  const c = new DhttpClient({ udpPort: 5000, tcpPort: 5001, randomBytes: (n) => new Uint8Array(n).fill(0x81) });
+  expect(() => c.request({ url: 'https://127.0.0.1/x' }, 0)).toThrow(expect.objectContaining({ code: 'DHTTP_ERR_BAD_SCHEME' }));
 });
