@@ -89,7 +89,7 @@ test('1,000 concurrent requests from one client each get their own body', async 
   const results = await Promise.all(
     Array.from({ length: MANY }, (_, i) => host.fetch(`dhttp://127.0.0.1:${burstServer.port}/many/${i}.txt`)),
   ).finally(() => burstServer.close());
-  const channels = { udp: 0, tcp: 0, http: 0 };
+  const channels = { udp: 0, tcp: 0, http: 0, https: 0 };
   results.forEach((r, i) => {
     expect(r.response.status).toBe(200);
     expect(Buffer.from(r.response.body).equals(bodyOf(i))).toBe(true);
