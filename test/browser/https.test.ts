@@ -49,8 +49,10 @@ maybe('https:// in the app', () => {
     expect(record.outcome).toBe('complete');
     expect(await rig.dump()).toBe(serialize(parse(PAGE, { scriptingEnabled: false })));
     const frame = rig.page.frameLocator('#page');
-    expect(await poll(() => frame.locator('#p').evaluate('(el) => getComputedStyle(el).color'), 'rgb(1, 2, 3)')).toBe('rgb(1, 2, 3)');
-    expect(await poll(() => frame.locator('#img').evaluate('(el) => el.naturalWidth'), 1)).toBe(1);
+    // (the page's globals, typed by hand: the tests compile without the DOM library)
+    const color = (el: unknown) => (globalThis as unknown as { getComputedStyle(e: unknown): { color: string } }).getComputedStyle(el).color;
+    expect(await poll(() => frame.locator('#p').evaluate(color), 'rgb(1, 2, 3)')).toBe('rgb(1, 2, 3)');
+    expect(await poll(() => frame.locator('#img').evaluate((el) => (el as unknown as { naturalWidth: number }).naturalWidth), 1)).toBe(1);
     expect(await rig.page.inputValue('#url')).toBe(url);
   });
 
