@@ -5,8 +5,11 @@ import * as path from 'node:path';
 
 export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
 
-/** Writes `dir/nginx.conf` serving `root` on `listen` (address:port) and returns its path; run `nginx -p dir -c conf`. */
-export function writeNginxConfig(dir: string, listen: string, root: string): string {
+/**
+ * Writes `dir/nginx.conf` with the given `server { ... }` blocks (and `types`, default the pages' own) and returns
+ * its path; run `nginx -p dir -c conf`. Everything nginx writes stays in `dir`.
+ */
+export function writeNginxServers(dir: string, servers: string, types = 'text/html html htm; text/css css; text/plain txt; image/png png; image/svg+xml svg; image/jpeg jpg jpeg; application/javascript js;'): string {
   fs.mkdirSync(path.join(dir, 'tmp'), { recursive: true });
   const conf = path.join(dir, 'nginx.conf');
   fs.writeFileSync(conf, `daemon off;
@@ -23,13 +26,18 @@ http {
   fastcgi_temp_path ${dir}/tmp;
   uwsgi_temp_path ${dir}/tmp;
   scgi_temp_path ${dir}/tmp;
-  types { text/html html htm; text/css css; text/plain txt; image/png png; image/svg+xml svg; image/jpeg jpg jpeg; application/javascript js; }
+  types { ${types} }
   default_type application/octet-stream;
-  server {
-    listen ${listen};
-    root ${root};
-  }
+${servers}
 }
 `);
   return conf;
+}
+
+/** Writes `dir/nginx.conf` serving `root` on `listen` (address:port) and returns its path. */
+export function writeNginxConfig(dir: string, listen: string, root: string): string {
+  return writeNginxServers(dir, `  server {
+    listen ${listen};
+    root ${root};
+  }`);
 }

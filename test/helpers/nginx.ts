@@ -12,7 +12,7 @@ export interface Nginx {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const srv = net.createServer();
   await new Promise<void>((ok) => srv.listen(0, '127.0.0.1', ok));
   const { port } = srv.address() as net.AddressInfo;
@@ -37,11 +37,9 @@ async function waitForPort(port: number, child: ChildProcess, deadlineMs: number
   throw new Error('nginx did not start listening in time');
 }
 
-export async function startNginx(root: string): Promise<Nginx> {
+/** Runs nginx on `conf` (written in `dir`) until `port` answers; close() stops it and removes `dir`. */
+export async function runNginx(dir: string, conf: string, port: number): Promise<Nginx> {
   if (!NGINX) throw new Error('nginx not found: install Debian package nginx-light (or nginx)');
-  const dir = mkdtempSync(join(tmpdir(), 'catp-nginx-'));
-  const port = await freePort();
-  const conf = writeNginxConfig(dir, `127.0.0.1:${port}`, root);
   const child = spawn(NGINX, ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -62,4 +60,10 @@ export async function startNginx(root: string): Promise<Nginx> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export async function startNginx(root: string): Promise<Nginx> {
+  const dir = mkdtempSync(join(tmpdir(), 'catp-nginx-'));
+  const port = await freePort();
+  return runNginx(dir, writeNginxConfig(dir, `127.0.0.1:${port}`, root), port);
 }

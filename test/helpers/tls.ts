@@ -1,13 +1,13 @@
 // A test CA made with openssl, leaf certificates for 127.0.0.1 (good, expired, for another name), and Debian's nginx
 // serving a directory over TLS with each of them and over plain HTTP (gzip on, a 301 -> 302 -> page chain at /r1, a
 // redirect loop at /loop). Used by the https tests in e2e/ and browser/.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { NGINX } from '../../lab/nginx';
+import { NGINX, writeNginxServers } from '../../lab/nginx';
+import { freePort, runNginx } from './nginx';
 
 export const OPENSSL = ['/usr/bin/openssl'].find((p) => existsSync(p));
 export const tlsLabPresent = NGINX !== undefined && OPENSSL !== undefined;
@@ -35,14 +35,6 @@ export function makeCerts(dir: string): void {
     '-startdate', '20200101000000Z', '-enddate', '20200102000000Z', '-extfile', 'ip.ext', '-notext');
 }
 
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((ok) => srv.listen(0, '127.0.0.1', ok));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise<void>((ok) => srv.close(() => ok()));
-  return port;
-}
-
 export interface TlsLab {
   /** The CA's PEM file (trust it with CATP_EXTRA_CA_CERTS). */
   caFile: string;
@@ -58,7 +50,6 @@ export async function startTlsLab(files: Record<string, string | Buffer>): Promi
   for (const [name, body] of Object.entries(files)) writeFileSync(join(root, name), body);
   makeCerts(dir);
   const ports = { good: await freePort(), expired: await freePort(), wrong: await freePort(), plain: await freePort() };
-  mkdirSync(join(dir, 'tmp'));
   const server = (port: number, cert: string | null) => `
   server {
     listen 127.0.0.1:${port}${cert ? ' ssl' : ''};
@@ -69,41 +60,11 @@ export async function startTlsLab(files: Record<string, string | Buffer>): Promi
     location = /r2 { return 302 /page.html; }
     location = /loop { return 302 /loop; }
   }`;
-  writeFileSync(join(dir, 'nginx.conf'), `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/tmp; proxy_temp_path ${dir}/tmp; fastcgi_temp_path ${dir}/tmp; uwsgi_temp_path ${dir}/tmp; scgi_temp_path ${dir}/tmp;
-  types { text/html html; text/css css; image/png png; }
-  ${server(ports.good, 'good')}
-  ${server(ports.expired, 'expired')}
-  ${server(ports.wrong, 'wrong')}
-  ${server(ports.plain, null)}
-}
-`);
-  const nginx: ChildProcess = spawn(NGINX as string, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' });
-  for (let i = 0; i < 100; i++) {
-    const up = await new Promise<boolean>((ok) => {
-      const s = net.connect(ports.plain, '127.0.0.1', () => (s.destroy(), ok(true)));
-      s.on('error', () => ok(false));
-    });
-    if (up) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const conf = writeNginxServers(dir, [server(ports.good, 'good'), server(ports.expired, 'expired'), server(ports.wrong, 'wrong'), server(ports.plain, null)].join('\n'));
+  const nginx = await runNginx(dir, conf, ports.plain);
   return {
     caFile: join(dir, 'ca.pem'),
     ports,
-    close: async () => {
-      if (nginx.exitCode === null) {
-        const exited = new Promise((ok) => nginx.once('exit', ok));
-        nginx.kill('SIGTERM');
-        await exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: () => nginx.close(),
   };
 }
