@@ -4,14 +4,15 @@
 // an error with a code (as Chromium's ERR_CONTENT_DECODING_FAILED), never garbage shown as a page.
 import * as zlib from 'node:zlib';
 
-import type { HttpResponse } from '../protocol/dhttp';
+import type { HttpHeaders, HttpResponse } from '../protocol/dhttp';
 import { HostError } from './errors';
 
+/** What the host asks for: the codings Node's zlib can undo (whole here, as they arrive in http-stream.ts). */
 export const ACCEPT_ENCODING = 'gzip, deflate, br';
 
-/** The codings applied to `res`, in the order they were applied (identity left out). */
-export function codingsOf(res: HttpResponse): string[] {
-  return res.headers
+/** The codings Content-Encoding says were applied, in the order they were applied (identity left out). */
+export function codingsOf(headers: HttpHeaders): string[] {
+  return headers
     .filter(([n]) => n.toLowerCase() === 'content-encoding')
     .flatMap(([, v]) => v.split(','))
     .map((v) => v.trim().toLowerCase())
@@ -24,7 +25,7 @@ export function codingsOf(res: HttpResponse): string[] {
  * than `maxBytes`).
  */
 export function decodeContent(res: HttpResponse, maxBytes: number): HttpResponse {
-  const codings = codingsOf(res);
+  const codings = codingsOf(res.headers);
   if (codings.length === 0 || res.body.length === 0) return res;
   let body: Uint8Array = res.body;
   for (const c of [...codings].reverse()) {

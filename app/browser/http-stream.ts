@@ -17,6 +17,7 @@ import * as zlib from 'node:zlib';
 
 import { Endpoint, realtimeNs, type Incoming } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
+import { ACCEPT_ENCODING, codingsOf } from '../content-coding';
 
 export interface HttpStreamHead {
   status: number;
@@ -243,8 +244,6 @@ export interface HttpStream {
   cancel(): void;
 }
 
-/** What the stream asks for: the codings it can undo as they arrive (Node's zlib). */
-export const ACCEPT_ENCODING = 'gzip, deflate, br';
 
 /**
  * Undoes a Content-Encoding as the bytes arrive (zlib's streaming decoders): decoded bytes go on with the
@@ -322,7 +321,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
   const decoder = new StreamingResponseDecoder(
     {
       onHead: (head) => {
-        const codings = head.headers.filter(([n]) => n.toLowerCase() === 'content-encoding').flatMap(([, v]) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '' && v.toLowerCase() !== 'identity');
+        const codings = codingsOf(head.headers);
         if (codings.length > 1 || (codings.length === 1 && !ContentDecoder.supports(codings[0]!))) {
           throw new HttpStreamError('HTTP_ERR_CONTENT_ENCODING', `content coding not supported: ${codings.join(', ')}`);
         }
