@@ -62,6 +62,10 @@ interface LoadState {
   blockCount: number;
   /** When each dom event's content was painted (epoch ms), in event order. */
   domPainted: number[];
+  /** The same events: sent by the host, received here, applied (epoch ms). */
+  domSent: number[];
+  domReceived: number[];
+  domApplied: number[];
   frameReady: boolean;
   queue: BrowserEvent[];
   written: boolean;
@@ -175,6 +179,9 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
     filledBlocks: [],
     blockCount: 0,
     domPainted: [],
+    domSent: [],
+    domReceived: [],
+    domApplied: [],
     frameReady: false,
     queue: [],
     written: false,
@@ -246,9 +253,13 @@ function apply(load: LoadState, ev: BrowserEvent): void {
       const { pieces, blocks, filled } = ev;
       const k = load.domPainted.length;
       load.domPainted.push(NaN);
+      load.domSent.push(typeof ev.atEpochMs === 'number' ? ev.atEpochMs : NaN);
+      load.domReceived.push(epochNow());
+      load.domApplied.push(NaN);
       // the visible update is stamped by the paint after the slice that finished these operations
       load.applier.push(ev.ops, () => {
         if (load.finished && load.record !== null) return;
+        load.domApplied[k] = epochNow();
         load.filledBlocks.push(...filled);
         if (blocks > 0) load.clock.dirty('blocks', blocks);
         else if (pieces > 0) load.clock.dirty('index', pieces);
@@ -330,7 +341,14 @@ async function finish(load: LoadState, outcome: LoadRecord['outcome'], error?: s
     outcome,
     ...(error !== undefined ? { error } : {}),
     ...(load.savings ? { savings: { ...load.savings } } : {}),
-    ...(load.domPainted.length > 0 ? { domPaintedAtEpochMs: load.domPainted.map((t) => round(t)) } : {}),
+    ...(load.domPainted.length > 0
+      ? {
+          domPaintedAtEpochMs: load.domPainted.map((t) => round(t)),
+          domSentAtEpochMs: load.domSent.map((t) => round(t)),
+          domReceivedAtEpochMs: load.domReceived.map((t) => round(t)),
+          domAppliedAtEpochMs: load.domApplied.map((t) => round(t)),
+        }
+      : {}),
   });
   load.record = record;
   lastRecord = record;

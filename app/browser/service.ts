@@ -464,7 +464,7 @@ export class BrowserService {
     let blockCount = -1;
     let filled: number[] = [];
     const sendDom = (pieces: number, blocks: number): void => {
-      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, ops: recorder.take(), pieces, blocks, filled, blockCount });
+      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, atEpochMs: Number(realtimeNs()) / 1e6, ops: recorder.take(), pieces, blocks, filled, blockCount });
       filled = [];
     };
     const onFrame = (record: FrameRecord, events: StreamEvent[]) => {

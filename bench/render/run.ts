@@ -1,6 +1,7 @@
 // Render benchmark: how long a CATP frame waits between its kernel receive timestamp and the paint that
-// shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded at full speed (no loss,
-// loopback) in the real renderer (`catp browse --headless --record`).
+// shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded with no loss over loopback at
+// several sender ceilings (default: the lab's 50,000 B/s, 1,000,000 B/s, and 50,000,000 B/s, which loopback
+// takes as fast as the sender ramps up) in the real renderer (`catp browse --headless --record`).
 //
 // Latency per frame: the k-th useful frame (index or data; each one the host turns into one `dom` event of DOM
 // operations) is shown by the paint the renderer records for the k-th dom event (record.domPaintedAtEpochMs:
@@ -12,7 +13,7 @@
 // meets for building this page on this machine (when a whole page arrives at once, its last frame cannot be
 // painted sooner than the page can be built).
 //
-//   npm run build && npm run bench:render -- --page wikipedia-2.html --runs 5
+//   npm run build && npm run bench:render -- --page wikipedia-2.html --runs 5 --rate 50000,1000000,50000000
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -22,7 +23,7 @@ import type { LoadRecord } from '../../protocol/browser/api';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
 
-interface Options { page: string; runs: number; corpus: string; rate: number }
+interface Options { page: string; runs: number; corpus: string; rates: number[] }
 
 function parseArgs(argv: string[]): Options {
   const root = path.join(__dirname, '..', '..', '..');
@@ -30,17 +31,20 @@ function parseArgs(argv: string[]): Options {
     page: 'wikipedia-2.html',
     runs: 5,
     corpus: process.env.CATP_CORPUS ?? path.join(root, '..', 'shared', 'corpus'),
-    rate: 50_000_000,
+    // the lab's link, a modest broadband one (8 Mbit/s) and as fast as loopback goes
+    rates: [50_000, 1_000_000, 50_000_000],
   };
   for (let i = 0; i < argv.length; i++) {
     const m = /^--(page|runs|corpus|rate)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S)`);
+    if (!m) throw new Error(`unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S[,B/S...])`);
     const v = m[2] ?? argv[++i];
+    if (v === undefined) throw new Error(`--${m[1]} needs a value`);
     if (m[1] === 'page' || m[1] === 'corpus') opts[m[1]] = v;
     else {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n <= 0) throw new Error(`--${m[1]} needs a positive integer`);
-      opts[m[1] as 'runs' | 'rate'] = n;
+      const ns = v.split(',').map(Number);
+      if (ns.length === 0 || !ns.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--${m[1]} needs positive integers`);
+      if (m[1] === 'runs') opts.runs = ns[0]!;
+      else opts.rates = ns;
     }
   }
   return opts;
@@ -51,17 +55,39 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
+/** Where a frame's receive-to-paint time goes: host (kernel receive to the host sending its `dom` event), IPC (to
+ * the renderer receiving it), apply (waiting in the renderer's queue and being applied), paint (to the paint that
+ * shows it). Present when the record has the renderer's stamps. */
+export interface Stages { host: number[]; ipc: number[]; apply: number[]; paint: number[] }
+
 /**
  * Per-frame receive-to-paint latencies and the fill rate of one load record: the k-th useful frame (index or data,
  * in arrival order) is shown by the paint the renderer recorded for the k-th `dom` event.
  */
-export function analyse(record: LoadRecord): { latencies: number[]; blocks: number; fillPerSec: number } {
+export function analyse(record: LoadRecord): { latencies: number[]; blocks: number; fillPerSec: number; stages: Stages } {
   const frames = record.arrivals.filter((f) => f.useful && (f.kind === 'data' || f.kind === 'index'));
-  const paints = (record.domPaintedAtEpochMs ?? []).filter((t) => Number.isFinite(t));
-  const n = Math.min(frames.length, paints.length);
-  const latencies = Array.from({ length: n }, (_, k) => paints[k] - frames[k].atEpochMs).sort((a, b) => a - b);
-  const span = n > 1 ? (paints[n - 1] - paints[0]) / 1000 : 0;
-  return { latencies, blocks: n, fillPerSec: span > 0 ? n / span : NaN };
+  const painted = record.domPaintedAtEpochMs ?? [];
+  const n = Math.min(frames.length, painted.length);
+  const stages: Stages = { host: [], ipc: [], apply: [], paint: [] };
+  const latencies: number[] = [];
+  let first = Infinity;
+  let last = -Infinity;
+  for (let k = 0; k < n; k++) {
+    const p = painted[k]!;
+    if (!Number.isFinite(p)) continue;
+    latencies.push(p - frames[k]!.atEpochMs);
+    first = Math.min(first, p);
+    last = Math.max(last, p);
+    const [sent, got, applied] = [record.domSentAtEpochMs?.[k], record.domReceivedAtEpochMs?.[k], record.domAppliedAtEpochMs?.[k]];
+    if (sent === undefined || got === undefined || applied === undefined || ![sent, got, applied].every(Number.isFinite)) continue;
+    stages.host.push(sent - frames[k]!.atEpochMs);
+    stages.ipc.push(got - sent);
+    stages.apply.push(applied - got);
+    stages.paint.push(p - applied);
+  }
+  for (const v of [latencies, ...Object.values(stages)] as number[][]) v.sort((a, b) => a - b);
+  const span = latencies.length > 1 ? (last - first) / 1000 : 0;
+  return { latencies, blocks: latencies.length, fillPerSec: span > 0 ? latencies.length / span : NaN, stages };
 }
 
 function browse(url: string, record: string): Promise<void> {
@@ -105,63 +131,86 @@ async function nativeLastByteToPaint(url: string, runs: number): Promise<number[
   return out;
 }
 
+interface Row { run: number; blocks: number; p50: number; p95: number; max: number; fillPerSec: number; silentTimeMs: number; completeMs: number | null }
+
+const q = (v: number[]) => ({ p50: quantile(v, 0.5), p95: quantile(v, 0.95), max: v.at(-1) ?? NaN });
+const ms = (n: number) => n.toFixed(1).padStart(6);
+
+/** All the loads at one link rate: its own server (the sender's ceiling is the rate), a warm-up, then the runs. */
+async function atRate(opts: Options, dir: string, rate: number) {
+  const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: rate, maxRateBytesPerSec: rate, coldEncode: 'best' } });
+  const all: number[] = [];
+  const stages: Stages = { host: [], ipc: [], apply: [], paint: [] };
+  const rows: Row[] = [];
+  console.log(`\nCATP at up to ${rate.toLocaleString('en-US')} B/s`);
+  console.log('run  blocks  p50 ms  p95 ms  max ms  blocks/s  silent ms  complete ms');
+  try {
+    // The server encodes a page on its first request and caches it (as a busy origin's cache is warm): a first,
+    // uncounted load warms it. Reported, because a cold page costs its first visitor the encode.
+    const warm = path.join(dir, `record-${rate}-warm-up.json`);
+    await browse(`dhttp://127.0.0.1:${server.port}/${opts.page}`, warm);
+    const w = JSON.parse(fs.readFileSync(warm, 'utf8')) as LoadRecord;
+    console.log(`warm-up (server encodes the page, not counted): ${analyse(w).blocks} frames painted, complete ${(w.completeMs ?? NaN).toFixed(1)} ms`);
+    for (let run = 1; run <= opts.runs; run++) {
+      const rec = path.join(dir, `record-${rate}-${run}.json`);
+      await browse(`dhttp://127.0.0.1:${server.port}/${opts.page}`, rec);
+      const record = JSON.parse(fs.readFileSync(rec, 'utf8')) as LoadRecord;
+      const a = analyse(record);
+      all.push(...a.latencies);
+      for (const k of Object.keys(stages) as (keyof Stages)[]) stages[k].push(...a.stages[k]);
+      const row: Row = {
+        run, blocks: a.blocks, ...q(a.latencies), fillPerSec: a.fillPerSec, silentTimeMs: record.silentTimeMs, completeMs: record.completeMs,
+      };
+      rows.push(row);
+      console.log(`${String(run).padStart(3)}  ${String(row.blocks).padStart(6)}  ${ms(row.p50)}  ${ms(row.p95)}  ${ms(row.max)}` +
+        `  ${Math.round(row.fillPerSec).toLocaleString('en-US').padStart(8)}  ${row.silentTimeMs.toFixed(1).padStart(9)}  ${(row.completeMs ?? NaN).toFixed(1).padStart(11)}`);
+    }
+  } finally {
+    await server.close();
+  }
+  all.sort((a, b) => a - b);
+  for (const v of Object.values(stages) as number[][]) v.sort((a, b) => a - b);
+  const fills = rows.map((r) => r.fillPerSec).sort((a, b) => a - b);
+  const summary = {
+    rate,
+    blocks: all.length,
+    latencyMs: q(all),
+    stagesMs: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, q(v)])) as Record<keyof Stages, ReturnType<typeof q>>,
+    fillBlocksPerSec: { median: quantile(fills, 0.5) },
+  };
+  console.log(`receive-to-paint p50 ${summary.latencyMs.p50.toFixed(1)} ms, p95 ${summary.latencyMs.p95.toFixed(1)} ms, max ${summary.latencyMs.max.toFixed(1)} ms ` +
+    `over ${summary.blocks} frames; fill ${Math.round(summary.fillBlocksPerSec.median).toLocaleString('en-US')} blocks/s (median run)`);
+  console.log(`  where it goes (p50 / p95 ms): ${(Object.keys(stages) as (keyof Stages)[]).map((k) => `${k} ${summary.stagesMs[k].p50.toFixed(1)} / ${summary.stagesMs[k].p95.toFixed(1)}`).join(', ')}`);
+  return { summary, runs: rows };
+}
+
 async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
   const file = path.join(opts.corpus, 'real-pages', opts.page);
   if (!fs.existsSync(file)) throw new Error(`${file} not found (set --corpus or CATP_CORPUS)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-render-'));
   fs.copyFileSync(file, path.join(dir, opts.page));
-  const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: opts.rate, maxRateBytesPerSec: opts.rate, coldEncode: 'best' } });
-  const all: number[] = [];
-  const rows: { run: number; blocks: number; p50: number; p95: number; max: number; fillPerSec: number; silentTimeMs: number; completeMs: number | null }[] = [];
-  const nativeServer = await startServer({ root: dir, port: 0, host: '127.0.0.1' });
-  let native: number[] = [];
   const size = fs.statSync(file).size;
-  console.log(`render bench: ${opts.page} (${(size / 1e6).toFixed(2)} MB), ${opts.runs} loads, CATP at up to ${opts.rate.toLocaleString('en-US')} B/s, loopback, no loss`);
-  console.log('run  blocks  p50 ms  p95 ms  max ms  blocks/s  silent ms  complete ms');
+  console.log(`render bench: ${opts.page} (${(size / 1e6).toFixed(2)} MB), ${opts.runs} loads a rate, loopback, no loss; ` +
+    'receive-to-paint per frame, and where it goes: host (kernel receive to its dom event), ipc, apply (queue + DOM), paint');
+  const results: Awaited<ReturnType<typeof atRate>>[] = [];
+  let native: number[] = [];
+  const nativeServer = await startServer({ root: dir, port: 0, host: '127.0.0.1' });
   try {
-    // The server encodes a page on its first request and caches it (as a busy origin's cache is warm): a first,
-    // uncounted load warms it. Reported, because a cold page costs its first visitor the encode.
-    const warm = path.join(dir, 'record-warm-up.json');
-    await browse(`dhttp://127.0.0.1:${server.port}/${opts.page}`, warm);
-    const w = JSON.parse(fs.readFileSync(warm, 'utf8')) as LoadRecord;
-    console.log(`warm-up (server encodes the page, not counted): ${analyse(w).blocks} frames painted, complete ${(w.completeMs ?? NaN).toFixed(1)} ms`);
-    for (let run = 1; run <= opts.runs; run++) {
-      const rec = path.join(dir, `record-${run}.json`);
-      await browse(`dhttp://127.0.0.1:${server.port}/${opts.page}`, rec);
-      const record = JSON.parse(fs.readFileSync(rec, 'utf8')) as LoadRecord;
-      const a = analyse(record);
-      all.push(...a.latencies);
-      const row = {
-        run, blocks: a.blocks, p50: quantile(a.latencies, 0.5), p95: quantile(a.latencies, 0.95),
-        max: a.latencies.at(-1) ?? NaN, fillPerSec: a.fillPerSec, silentTimeMs: record.silentTimeMs, completeMs: record.completeMs,
-      };
-      rows.push(row);
-      console.log(`${String(run).padStart(3)}  ${String(row.blocks).padStart(6)}  ${row.p50.toFixed(1).padStart(6)}  ${row.p95.toFixed(1).padStart(6)}` +
-        `  ${row.max.toFixed(1).padStart(6)}  ${Math.round(row.fillPerSec).toLocaleString('en-US').padStart(8)}` +
-        `  ${row.silentTimeMs.toFixed(1).padStart(9)}  ${(row.completeMs ?? NaN).toFixed(1).padStart(11)}`);
-    }
+    for (const rate of opts.rates) results.push(await atRate(opts, dir, rate));
     native = (await nativeLastByteToPaint(`http://127.0.0.1:${nativeServer.port}/${opts.page}`, opts.runs)).sort((a, b) => a - b);
   } finally {
-    await server.close();
     await nativeServer.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  all.sort((a, b) => a - b);
-  const fills = rows.map((r) => r.fillPerSec).sort((a, b) => a - b);
-  console.log(`stock Chromium, same page over HTTP/1.1 (loopback): last byte to painted page p50 ${quantile(native, 0.5).toFixed(1)} ms, ` +
-    `max ${(native.at(-1) ?? NaN).toFixed(1)} ms over ${native.length} loads (the floor for building this page at all on this machine)`);
-  const summary = {
-    blocks: all.length,
-    latencyMs: { p50: quantile(all, 0.5), p95: quantile(all, 0.95), max: all.at(-1) ?? NaN },
-    fillBlocksPerSec: { median: quantile(fills, 0.5) },
-    nativeLastByteToPaintMs: { p50: quantile(native, 0.5), max: native.at(-1) ?? NaN },
-  };
-  console.log(`\nall runs: receive-to-paint p50 ${summary.latencyMs.p50.toFixed(1)} ms, p95 ${summary.latencyMs.p95.toFixed(1)} ms, ` +
-    `max ${summary.latencyMs.max.toFixed(1)} ms over ${summary.blocks} blocks; fill ${Math.round(summary.fillBlocksPerSec.median).toLocaleString('en-US')} blocks/s (median run)`);
+  const nativeMs = { p50: quantile(native, 0.5), max: native.at(-1) ?? NaN };
+  console.log(`\nstock Chromium, same page over HTTP/1.1 (loopback): last byte to painted page p50 ${nativeMs.p50.toFixed(1)} ms, ` +
+    `max ${nativeMs.max.toFixed(1)} ms over ${native.length} loads (the floor for building this page at all on this machine)`);
+  console.log('\nrate B/s      p50 ms  p95 ms  max ms');
+  for (const r of results) console.log(`${r.summary.rate.toLocaleString('en-US').padEnd(12)}  ${ms(r.summary.latencyMs.p50)}  ${ms(r.summary.latencyMs.p95)}  ${ms(r.summary.latencyMs.max)}`);
   const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'render.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), options: opts, pageBytes: size, summary, runs: rows }, null, 2)}\n`);
+  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, rates: results }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 

@@ -127,6 +127,13 @@ export interface LoadRecord {
    * that shows its content happened (epoch ms). Pairs with the useful frames of `arrivals`: receive-to-paint.
    */
   domPaintedAtEpochMs?: number[];
+  /**
+   * CATP, the same `dom` events: when the host sent each (its clock), when the renderer received it, and when its
+   * operations were all in the document (epoch ms). They split receive-to-paint into host, queue + apply, paint.
+   */
+  domSentAtEpochMs?: number[];
+  domReceivedAtEpochMs?: number[];
+  domAppliedAtEpochMs?: number[];
   /** Longest gap between arrivals of useful frames, the first starting at the request (ms). */
   networkFloorMs: number;
   firstPaintMs: number | null;
@@ -185,6 +192,8 @@ export type BrowserEvent =
   | {
       type: 'dom';
       loadId: number;
+      /** When the host sent it (epoch ms, the host's clock). */
+      atEpochMs: number;
       ops: DomOps;
       pieces: number;
       blocks: number;
