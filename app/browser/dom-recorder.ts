@@ -3,6 +3,7 @@
 // every node goes; the renderer only executes. Handles are numbers; 0 is the page's document.
 import { DOM_OP, type DomOps } from '../../protocol/browser/api';
 import { NS_HTML, NS_MATHML, NS_SVG, type CatpAttr, type CatpTreeSink, type DocumentMode } from '../../protocol/catp';
+import type { PageNames } from './page-names';
 
 const NS_CODE: Record<string, number> = { [NS_HTML]: 0, [NS_SVG]: 1, [NS_MATHML]: 2 };
 const MODE_CODE: Record<DocumentMode, number> = { 'no-quirks': 0, quirks: 1, 'limited-quirks': 2 };
@@ -12,6 +13,11 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   private next = 1;
   /** Template element handle -> its content's handle. */
   private readonly contents = new Map<number, number>();
+  /** Handles of <base> elements (a slot may fill their href later). */
+  private readonly bases = new Set<number>();
+
+  /** `names`: told every URL the tree names, as the operations holding it are recorded (before they are sent). */
+  constructor(private readonly names: PageNames | null = null) {}
 
   /** The operations recorded since the last call (the caller sends them as one `dom` event). */
   take(): DomOps {
@@ -32,6 +38,7 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   reset(fragment: boolean, mode: DocumentMode): number {
     this.ops.push(DOM_OP.RESET, MODE_CODE[mode], fragment ? 1 : 0);
     this.contents.clear();
+    this.bases.clear();
     return 0;
   }
 
@@ -39,17 +46,21 @@ export class DomOpRecorder implements CatpTreeSink<number> {
     const h = this.next++;
     this.ops.push(DOM_OP.ELEMENT, h, tagName, NS_CODE[namespace] ?? namespace);
     this.attrs(attrs);
+    if (tagName === 'base') this.bases.add(h);
+    this.names?.element(tagName, attrs);
     return h;
   }
 
   setAttrs(element: number, attrs: CatpAttr[]): void {
     this.ops.push(DOM_OP.SET_ATTRS, element);
     this.attrs(attrs);
+    this.names?.element(this.bases.has(element) ? 'base' : '', attrs);
   }
 
   text(value: string): number {
     const h = this.next++;
     this.ops.push(DOM_OP.TEXT, h, value);
+    this.names?.css(value); // a <style>'s text (any text is read: naming too much only allows what the page wrote)
     return h;
   }
 
@@ -90,5 +101,6 @@ export class DomOpRecorder implements CatpTreeSink<number> {
 
   setText(node: number, value: string): void {
     this.ops.push(DOM_OP.SET_TEXT, node, value);
+    this.names?.css(value);
   }
 }

@@ -25,6 +25,7 @@ import { httpStream, type HttpStream } from './http-stream';
 import { CatpTreeBuilder } from '../../protocol/catp';
 import { StreamingHtmlDecoder, decodeHtml, textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import { DomOpRecorder } from './dom-recorder';
+import { HtmlNameScanner, PageNames } from './page-names';
 
 export interface BrowserServiceOptions {
   host?: DhttpHost;
@@ -74,6 +75,10 @@ interface ActiveLoad {
   cancel?: () => void;
   /** What the store saved on this load (null: the host has no store). */
   savings: LoadSavings | null;
+  /** The URLs the page names: the only ones the frame may have the host fetch (page-names.ts). */
+  names: PageNames;
+  /** Reads the markup handed to the frame's own parser (in-order, TCP, a whole answer) for those names. */
+  scanner: HtmlNameScanner;
 }
 
 type Listener = (event: BrowserEvent) => void;
@@ -120,6 +125,12 @@ export class BrowserService {
   }
 
   private emit(event: BrowserEvent): void {
+    // markup the frame will parse is read for the URLs it names before the frame has it
+    const load = this.current;
+    if (load !== null && 'loadId' in event && event.loadId === load.loadId) {
+      if (event.type === 'text') load.scanner.write(event.text);
+      else if (event.type === 'whole' && event.html) load.scanner.write(event.text, true);
+    }
     for (const l of this.listeners) {
       try {
         l(event);
@@ -286,6 +297,19 @@ export class BrowserService {
     }
   }
 
+  /**
+   * Whether the page being shown names `target` (its tree, or a stylesheet it loaded): the shell fetches nothing
+   * else for the frame.
+   */
+  named(target: string): boolean {
+    return this.current?.names.allows(target) ?? false;
+  }
+
+  /** A stylesheet the page loaded (the shell fetched it): the URLs it names become the page's too. */
+  noteStylesheet(url: string, css: string): void {
+    this.current?.names.stylesheet(css, url);
+  }
+
   get currentLoadId(): number | null {
     return this.current?.loadId ?? null;
   }
@@ -308,8 +332,10 @@ export class BrowserService {
     const loadId = this.nextLoadId++;
     const transport = this.transportFor(entry.url, entry.transport);
     const requestNs = realtimeNs();
+    const names = new PageNames(entry.url);
     const load: ActiveLoad = {
       loadId, url: entry.url, redirectedFrom, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false,
+      names, scanner: new HtmlNameScanner(names),
       savings: this.host.reuse !== null || this.host.dtd !== null
         ? { blocks: 0, blocksReused: 0, dtdHits: 0, bytesSaved: 0, savedMs: 0, estimate: 'nothing saved yet' }
         : null,
@@ -459,7 +485,7 @@ export class BrowserService {
     let textOffset = 0;
     const requestAt = load.requestAtEpochMs;
     // CATP: the tree is built here, as DOM operations the renderer only applies (one `dom` event per frame).
-    const recorder = new DomOpRecorder();
+    const recorder = new DomOpRecorder(load.names);
     const tree = new CatpTreeBuilder(recorder);
     let blockCount = -1;
     let filled: number[] = [];

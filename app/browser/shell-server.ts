@@ -5,7 +5,8 @@
 //   /__catp/ws                          the API; the secret rides in the subprotocol list, Origin must be ours
 //   /view/<encoded origin>/<path>       the page frame: an empty document (Sec-Fetch-Dest iframe) with
 //                                       `script-src 'none'`, whose tree the renderer replaces; any other request
-//                                       under it is a sub-resource, fetched over DHTTP through the host
+//                                       under it is a sub-resource, fetched over DHTTP through the host when the
+//                                       page names it (page-names.ts: its tree, or a stylesheet it loaded)
 //   anything else                       a root-relative sub-resource of the page in the frame (Referer / current load)
 //
 // Only requests whose Host header names this listener are answered (no DNS rebinding).
@@ -19,6 +20,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 
 import { getHeader, parseTarget } from '../../protocol/dhttp';
 import type { BrowserEvent } from '../../protocol/browser/api';
+import { textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import type { BrowserService } from './service';
 
 export const VIEW_CSP = [
@@ -64,7 +66,8 @@ export interface ShellServer {
   readonly canaryHits: string[];
   /**
    * Requests refused, by reason: WebSocket connections (bad-secret, bad-origin, wrong-host, not-found), requests
-   * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin).
+   * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin) or
+   * of a URL the page does not name (not-named).
    */
   readonly refused: Record<string, number>;
   viewUrl(pageUrl: string): string;
@@ -162,9 +165,17 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(403, { 'content-type': 'text/plain' }).end('another origin than the page');
       return;
     }
+    if (!service.named(target)) {
+      // the page's tree (or a stylesheet it loaded) does not name it: a request the page's markup did not make
+      refused['not-named'] = (refused['not-named'] ?? 0) + 1;
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not named by the page');
+      return;
+    }
     const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000 });
     service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
     const r = result.response;
+    const type = getHeader(r.headers, 'content-type') ?? '';
+    if (r.status === 200 && /^text\/css\b/i.test(type)) service.noteStylesheet(target, textDecoderFor(textEncoding(type)).decode(r.body));
     const headers: Record<string, string> = {
       'content-type': getHeader(r.headers, 'content-type') ?? 'application/octet-stream',
       'cache-control': 'no-store',

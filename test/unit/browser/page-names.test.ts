@@ -1,0 +1,118 @@
+// What a page names (app/browser/page-names.ts): the only URLs the shell fetches for its frame.
+import { HtmlNameScanner, MAX_PAGE_NAMES, PageNames, cssUrls, srcsetUrls } from '../../../app/browser/page-names';
+import { DomOpRecorder } from '../../../app/browser/dom-recorder';
+import { CatpAssembler, encodePage, CatpTreeBuilder } from '../../../protocol/catp';
+import { createHash } from 'node:crypto';
+
+const PAGE = 'dhttp://example.test:8080/dir/page.html';
+const at = (path: string) => `dhttp://example.test:8080${path}`;
+const sha256 = (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest());
+
+const MARKUP = `<!DOCTYPE html><html><head><title>a <img src="not-a-tag.png"></title>
+<link rel="stylesheet" href="s.css"><link rel="preload" as="image" imagesrcset="p1.png 1x, p2.png 2x">
+<style>body { background: url("bg.png") } @import 'imp.css';</style>
+<script>if (a<b) document.write('<img src="from-script.png">')</script>
+</head><body background="/root.png">
+<img src="a.png#frag" srcset="s1.png 1x, s2.png 2x"><picture><source srcset="w,1.png 640w, w2.png 1280w"></picture>
+<video poster="poster.jpg"><source src="v.mp4"><track src="t.vtt"></video>
+<svg><image href="svg-img.png"/><use xlink:href="sprite.svg#x"/></svg>
+<p style="background-image:url(inline.png)">text that says url(text.png)</p>
+<a href="../up.html">up</a><input type="image" src="button.png">
+</body></html>`;
+
+const NAMED = ['/dir/s.css', '/dir/p1.png', '/dir/p2.png', '/dir/bg.png', '/dir/imp.css', '/root.png', '/dir/a.png', '/dir/s1.png',
+  '/dir/s2.png', '/dir/w,1.png', '/dir/w2.png', '/dir/poster.jpg', '/dir/v.mp4', '/dir/t.vtt', '/dir/svg-img.png', '/dir/sprite.svg',
+  '/dir/inline.png', '/dir/text.png', '/up.html', '/dir/button.png', '/dir/page.html'];
+
+describe('page names', () => {
+  test('srcset candidates, commas inside URLs and descriptors', () => {
+    expect(srcsetUrls('a.png 1x, b.png 2x')).toEqual(['a.png', 'b.png']);
+    expect(srcsetUrls('  a,b.png 640w,c.png')).toEqual(['a,b.png', 'c.png']);
+    expect(srcsetUrls('x.png, y.png,, z.png 1.5x')).toEqual(['x.png', 'y.png', 'z.png']);
+    expect(srcsetUrls('data:image/png;base64,AAA= 1x, q.png (a, b) 2x, r.png')).toEqual(['data:image/png;base64,AAA=', 'q.png', 'r.png']);
+    expect(srcsetUrls('')).toEqual([]);
+  });
+
+  test('CSS url() in every quoting, @import with a string', () => {
+    expect(cssUrls(`a{b:url(x.png)} c{d:url( "y.png" )} e{f:URL('z.png')} @import "i.css"; @import url(j.css);`))
+      .toEqual(['x.png', 'y.png', 'z.png', 'i.css', 'j.css']);
+    expect(cssUrls('nothing here')).toEqual([]);
+  });
+
+  test('resolved against the page, fragments ignored, nothing else allowed', () => {
+    const n = new PageNames(PAGE);
+    n.element('img', [{ name: 'src', value: 'a.png#x' }, { name: 'alt', value: 'b.png' }]);
+    expect(n.allows(at('/dir/a.png'))).toBe(true);
+    expect(n.allows(at('/dir/a.png#other'))).toBe(true);
+    expect(n.allows(at('/dir/b.png'))).toBe(false); // alt is not a URL
+    expect(n.allows(at('/dir/a.png?x'))).toBe(false);
+    expect(n.allows('not a url')).toBe(false);
+    expect(n.allows(PAGE)).toBe(true); // a page that is an image is shown by loading it
+  });
+
+  test('a <base> that arrives after the URLs re-resolves them (out-of-order CATP pieces)', () => {
+    const n = new PageNames(PAGE);
+    n.element('img', [{ name: 'src', value: 'late.png' }]);
+    expect(n.allows(at('/assets/late.png'))).toBe(false);
+    n.element('base', [{ name: 'href', value: '/assets/' }]);
+    expect(n.allows(at('/assets/late.png'))).toBe(true);
+    n.element('img', [{ name: 'src', value: 'later.png' }]);
+    expect(n.allows(at('/assets/later.png'))).toBe(true);
+  });
+
+  test('a stylesheet names what it uses, relative to itself', () => {
+    const n = new PageNames(PAGE);
+    n.stylesheet('@import "more.css"; .x { background: url(../img/x.png) }', at('/css/site.css'));
+    expect(n.allows(at('/css/more.css'))).toBe(true);
+    expect(n.allows(at('/img/x.png'))).toBe(true);
+    expect(n.allows(at('/dir/more.css'))).toBe(false);
+  });
+
+  test('bounded: a page cannot name more than MAX_PAGE_NAMES URLs', () => {
+    const n = new PageNames(PAGE);
+    for (let i = 0; i < MAX_PAGE_NAMES + 10; i++) n.add(`u${i}.png`);
+    expect(n.size).toBeLessThanOrEqual(MAX_PAGE_NAMES);
+    expect(n.dropped).toBeGreaterThan(0);
+    expect(n.allows(at(`/dir/u${MAX_PAGE_NAMES + 5}.png`))).toBe(false);
+  });
+
+  test('streamed markup, one character at a time: the same names as all at once', () => {
+    const whole = new PageNames(PAGE);
+    new HtmlNameScanner(whole).write(MARKUP, true);
+    const streamed = new PageNames(PAGE);
+    const s = new HtmlNameScanner(streamed);
+    for (const ch of MARKUP) s.write(ch);
+    s.write('', true);
+    for (const p of NAMED) {
+      expect([p, whole.allows(at(p))]).toEqual([p, true]);
+      expect([p, streamed.allows(at(p))]).toEqual([p, true]);
+    }
+    // a title's and a script's text are not markup: what they spell is not named (script text is not CSS either)
+    expect(whole.allows(at('/dir/not-a-tag.png'))).toBe(false);
+    expect(whole.allows(at('/dir/from-script.png'))).toBe(false);
+    expect(whole.size).toBe(streamed.size);
+  });
+
+  test('a <style> is named as its text arrives, before its end tag', () => {
+    const n = new PageNames(PAGE);
+    const s = new HtmlNameScanner(n);
+    s.write('<style>@import "first.css"; body{background:url(');
+    expect(n.allows(at('/dir/first.css'))).toBe(true);
+    s.write('second.png)}');
+    expect(n.allows(at('/dir/second.png'))).toBe(true);
+  });
+
+  test('the CATP tree names the same URLs as the markup, frames arriving in reverse order', () => {
+    const bytes = new TextEncoder().encode(MARKUP);
+    const page = encodePage(bytes, { sha256, maxPayload: 200 });
+    const names = new PageNames(PAGE);
+    const tree = new CatpTreeBuilder(new DomOpRecorder(names));
+    const a = new CatpAssembler({ sha256 });
+    for (let k = page.frames.length - 1; k >= 0; k--) {
+      a.receive(page.frames[k]!, 0);
+      for (let e = a.nextEvent(); e; e = a.nextEvent()) if (e.type === 'index-piece' || e.type === 'block-filled') tree.apply(e);
+    }
+    expect(page.frames.length).toBeGreaterThan(3);
+    for (const p of NAMED) expect([p, names.allows(at(p))]).toEqual([p, true]);
+  });
+});
