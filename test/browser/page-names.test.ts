@@ -59,8 +59,10 @@ maybe('the host fetches only what the page names', () => {
       for (const until = Date.now() + 10_000; missing().length > 0 && Date.now() < until;) await rig.page.waitForTimeout(50);
       expect(missing()).toEqual([]);
       // the stylesheet chain applied: the frame really used what the host fetched
-      expect(await frame.locator('#c').evaluate((e) => getComputedStyle(e).backgroundImage)).toContain('from-sheet.gif');
-      expect(await frame.locator('#plain').evaluate((e) => (e as HTMLImageElement).naturalWidth)).toBe(1);
+      // (functions run in the page; this file is compiled without the DOM library)
+      type View = { getComputedStyle(e: unknown): { backgroundImage: string } };
+      expect(await frame.locator('#c').evaluate((e) => (e.ownerDocument.defaultView as unknown as View).getComputedStyle(e).backgroundImage)).toContain('from-sheet.gif');
+      expect(await frame.locator('#plain').evaluate((e) => (e as unknown as { naturalWidth: number }).naturalWidth)).toBe(1);
     } finally {
       rig.page.off('response', onResponse);
     }
