@@ -34,7 +34,9 @@ link:
                        the same for every transport, so all transports meet the same drop pattern
 measurement:
   --transports LIST    ${TRANSPORTS.join(',')} (default chromium); catp, inorder and tcp run
-                       'catp browse --headless --record FILE --transport X URL' in the client namespace
+                       'catp browse --headless --record FILE --transport X URL' in the client namespace;
+                       h3 is stock Chromium over HTTP/3 to Caddy on the same port (npm run lab:caddy),
+                       a load that came over another protocol is an error
   --reps N             loads per (page, transport, loss) (default 5)
   --server KIND        origin server on the server side: catp (the reference server, default) or nginx
   --viewport WxH       browser viewport (default 1280x800); only what is in it counts as on screen
@@ -144,7 +146,9 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   });
   const server = values.server ?? 'catp';
   if (server !== 'catp' && server !== 'nginx') throw new UsageError(`--server must be catp or nginx, got '${server}'`);
-  if (server === 'nginx' && transports.some((t) => t.name !== 'chromium')) throw new UsageError('--server nginx speaks HTTP only: it serves the chromium transport alone');
+  if (server === 'nginx' && transports.some((t) => t.name !== 'chromium' && t.origin === undefined)) {
+    throw new UsageError('--server nginx speaks HTTP only: it serves the chromium transport alone (h3 brings its own server)');
+  }
   let viewport = { width: 1280, height: 800 };
   if (values.viewport !== undefined) {
     const m = /^(\d+)x(\d+)$/.exec(values.viewport);

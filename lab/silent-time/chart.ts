@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import { type SummaryRow } from './report';
 import { CHROMIUM, chromiumArgs } from './updates';
 
-const COLORS: Record<string, string> = { catp: '#1b9e77', inorder: '#d95f02', tcp: '#7570b3', chromium: '#e7298a' };
+const COLORS: Record<string, string> = { catp: '#1b9e77', inorder: '#d95f02', tcp: '#7570b3', chromium: '#e7298a', h3: '#66a61e' };
 const FALLBACK = ['#66a61e', '#e6ab02', '#a6761d', '#666666'];
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');

@@ -38,6 +38,8 @@ export interface LoadResult {
   /** ms from issuing the navigation to the request on the wire */
   navToRequestMs: number | null;
   pageHeight?: number;
+  /** the protocol the page came over, where the transport knows it (chromium, h3: the navigation's nextHopProtocol) */
+  protocol?: string;
   /**
    * Cross-check (our browser): the renderer's own paint markers after the request (ms), their silent time,
    * and the largest distance from a compositor update to the nearest marker (ms). Absent for chromium.

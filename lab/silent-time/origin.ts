@@ -1,16 +1,17 @@
 // The origin server on the server side of the link: the project's reference server (`catp serve`, whose
 // plain HTTP/1.1 side stock Chromium uses; the same process answers DHTTP/CATP for the other transports,
 // so all four meet one server), or Debian's nginx (`--server nginx`: a stock HTTP/1.1 server for the
-// stock browser; HTTP transports only).
+// stock browser; HTTP transports only), or Caddy over https (the `h3` transport's origin, lab/caddy.ts).
 import { type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
 import { type Link } from '../link';
+import { CADDY_HINT, caddyEnv, findCaddy, makeCertificate, writeCaddyfile } from '../caddy';
 import { NGINX, writeNginxConfig } from '../nginx';
 
-export type ServerKind = 'catp' | 'nginx';
+export type ServerKind = 'catp' | 'nginx' | 'caddy';
 
 
 /** The repository root (where package.json and bin/catp.js are), from this file's location. */
@@ -33,16 +34,23 @@ export function catpCommand(): { cmd: string; args: string[] } {
 export interface Origin {
   kind: ServerKind;
   port: number;
+  /** https origins (caddy): the SPKI hash of its certificate, the only one the measuring browser trusts */
+  spki?: string;
   close(): Promise<void>;
 }
 
-async function listening(link: Link, port: number): Promise<boolean> {
-  const { stdout } = await link.runIn('server', 'cat', ['/proc/net/tcp'], 5000);
+/** Whether the server side listens on `port`: TCP (state LISTEN), and with `udp` also a UDP socket bound to it. */
+async function listening(link: Link, port: number, udp = false): Promise<boolean> {
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
-  return stdout.split('\n').some((l) => {
-    const f = l.trim().split(/\s+/);
-    return f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A';
-  });
+  const bound = async (table: string, state: string) => {
+    const { stdout } = await link.runIn('server', 'cat', [table], 5000);
+    return stdout.split('\n').some((l) => {
+      const f = l.trim().split(/\s+/);
+      return f[1]?.endsWith(`:${hexPort}`) && f[3] === state;
+    });
+  };
+  // a UDP socket shows as state 07 (unconnected)
+  return (await bound('/proc/net/tcp', '0A')) && (!udp || (await bound('/proc/net/udp', '07')));
 }
 
 function stopChild(child: ChildProcess): Promise<void> {
@@ -82,7 +90,16 @@ export async function warmOrigin(link: Link, origin: Origin, urlPath: string, tr
 export async function startOrigin(link: Link, kind: ServerKind, root: string, port = 8080, timeoutMs = 15_000, pacing: 'discover' | 'fixed' = 'discover'): Promise<Origin> {
   let child: ChildProcess;
   let dir: string | undefined;
-  if (kind === 'catp') {
+  let spki: string | undefined;
+  if (kind === 'caddy') {
+    const caddy = findCaddy();
+    if (!caddy) throw new Error(CADDY_HINT);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-caddy-'));
+    const tls = makeCertificate(dir, link.serverAddress);
+    spki = tls.spki;
+    const conf = writeCaddyfile(dir, { address: link.serverAddress, port, root, tls });
+    child = link.spawnIn('server', caddy, ['run', '--config', conf, '--adapter', 'caddyfile'], { stdio: ['ignore', 'ignore', 'pipe'], env: caddyEnv(dir) });
+  } else if (kind === 'catp') {
     const { cmd, args } = catpCommand();
     // --cold-encode best: the warm-up load leaves the best-quality frames in the cache, so every measured load
     // gets the same frames (by default a cold page is served from a fast encoding until the best one is ready).
@@ -104,7 +121,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   try {
     for (;;) {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${kind} server exited: ${stderr.trim() || 'no message'}`);
-      if (await listening(link, port)) break;
+      if (await listening(link, port, kind === 'caddy')) break;
       if (Date.now() > until) throw new Error(`the ${kind} server did not listen on port ${port} within ${timeoutMs} ms: ${stderr.trim()}`);
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -116,6 +133,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   return {
     kind,
     port,
+    ...(spki !== undefined ? { spki } : {}),
     async close() {
       await stopChild(child);
       cleanup();

@@ -106,13 +106,14 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
   let capture: Capture | undefined;
   try {
     link = await startLink(linkOptionsFor(o, loss, seed));
-    origin = await startOrigin(link, o.server, page.root, port, undefined, o.oracleRate === true ? 'fixed' : 'discover');
+    origin = await startOrigin(link, transport.origin ?? o.server, page.root, port, undefined, o.oracleRate === true ? 'fixed' : 'discover');
     await warmOrigin(link, origin, page.urlPath, transport.name);
     capture = await startCapture(link, 'client');
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
       viewport: o.viewport ?? { width: 1280, height: 800 },
       timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, rate: o.oracleRate === true ? o.rate : 0,
+      ...(origin.spki !== undefined ? { spki: origin.spki } : {}),
     };
     const load = await transport.load(ctx);
     const packets = await capture.stop();
@@ -133,6 +134,12 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     }
     const r: LoadResult = { ...base, method: load.method, requestSource, navToRequestMs: ms(requestNs - load.navStartNs), pageHeight: load.pageHeight };
     if (load.warnings) r.warnings.push(...load.warnings);
+    if (load.protocol !== undefined) r.protocol = load.protocol;
+    if (transport.protocol !== undefined && load.protocol !== transport.protocol) {
+      // e.g. an h3 load that Chromium quietly made over TCP: not a measurement of this transport
+      r.error = `came over ${load.protocol ?? 'an unknown protocol'}, not ${transport.protocol}`;
+      return r;
+    }
 
     let updateTimes: number[];
     if (load.reanalyze) {

@@ -4,6 +4,10 @@
 //
 //  chromium          stock Chromium (HTTP/1.1 over kernel TCP, --disable-quic), frames from its compositor
 //                    (updates.ts), no network throttling of its own: the emulator impairs.
+//  h3                the same stock Chromium over HTTP/3 (QUIC) to Caddy (lab/caddy.ts) on the same port over
+//                    https, QUIC forced to that origin, its certificate trusted by SPKI hash for this launch only;
+//                    the load says which protocol Chromium used (nextHopProtocol), and one that fell back to
+//                    TCP is an error, not an h3 load.
 //  catp, inorder,    our browser, `catp browse --headless --record FILE --frames FRAMES --transport X URL`,
 //  tcp               run in the client namespace. FRAMES (page-frames.ts) has the compositor frames of the
 //                    page area only, captured and compared with the same code as chromium's: they are the
@@ -16,8 +20,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+import { CADDY_HINT, findCaddy } from '../caddy';
 import { type Link } from '../link';
-import { catpCommand } from './origin';
+import { catpCommand, type ServerKind } from './origin';
 import { type FrameChange } from './frames';
 import { type PageFramesFile } from './page-frames';
 import { analyzeUpdates, CHROMIUM, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
@@ -38,6 +43,8 @@ export interface LoadContext {
    * under it); 0 (the default): they are told nothing and find the rate themselves, as TCP does.
    */
   rate: number;
+  /** an https origin's certificate (its SPKI hash): the h3 transport trusts it and nothing else */
+  spki?: string;
 }
 
 export interface TransportLoad {
@@ -58,12 +65,18 @@ export interface TransportLoad {
   pageHeight?: number;
   /** notes of the transport, copied into the load's warnings */
   warnings?: string[];
+  /** the protocol the page came over (the navigation's nextHopProtocol: http/1.1, h2, h3), when known */
+  protocol?: string;
   /** analysis the transport already did (chromium) — recomputed by the runner against the request time */
   reanalyze?: (requestNs: bigint) => UpdatesResult;
 }
 
 export interface Transport {
   readonly name: string;
+  /** the origin it needs, when not the run's own server (h3: caddy) */
+  readonly origin?: ServerKind;
+  /** the protocol a load must have used to count (h3: 'h3'); another one is an error */
+  readonly protocol?: string;
   /** null when usable, else why not */
   unavailable(): Promise<string | null>;
   load(ctx: LoadContext): Promise<TransportLoad>;
@@ -72,48 +85,61 @@ export interface Transport {
 const now = () => process.hrtime.bigint();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export const chromiumTransport: Transport = {
-  name: 'chromium',
-  async unavailable() {
-    const exe = CHROMIUM;
-    return fs.existsSync(exe) ? null : `Chromium not found at ${exe}`;
-  },
-  async load(ctx) {
-    const b = await launchChromium(ctx.link);
-    try {
-      const s = await openRecordedPage(b.browser, ctx.viewport, ctx.link.realtimeMinusMonotonicNs);
-      // What is on screen before the load: wait for the first frames of about:blank.
-      await s.recorder.waitFrames(2, 3000);
-      await sleep(100);
-      const navStartNs = now();
-      const url = `http://${ctx.host}:${ctx.port}${ctx.urlPath}`;
-      await s.page.goto(url, { waitUntil: 'load', timeout: ctx.timeoutMs });
-      await sleep(ctx.settleMs);
-      await s.recorder.stop();
-      // (a string: this file is compiled without the DOM library)
-      const info = (await s.page.evaluate(`(() => {
-        const nav = performance.getEntriesByType('navigation')[0];
-        const el = document.scrollingElement || document.documentElement;
-        return { timeOrigin: performance.timeOrigin, loadEventEnd: nav ? nav.loadEventEnd : 0, height: el ? el.scrollHeight : 0 };
-      })()`)) as { timeOrigin: number; loadEventEnd: number; height: number };
-      const loadEventNs = info.loadEventEnd > 0
-        ? BigInt(Math.round((info.timeOrigin + info.loadEventEnd) * 1e6)) - ctx.link.realtimeMinusMonotonicNs
-        : null;
-      const frames = s.recorder.frames;
-      return {
-        navStartNs,
-        updateNs: [],
-        frameNs: frames.map((f) => f.tNs),
-        loadEventNs,
-        method: 'compositor-screencast',
-        pageHeight: info.height,
-        reanalyze: (requestNs) => analyzeUpdates(frames, requestNs),
-      };
-    } finally {
-      await b.close();
-    }
-  },
-};
+/** Stock Chromium loading the page itself: over http:// (chromium), or over https:// with QUIC forced (h3). */
+function stockChromium(name: 'chromium' | 'h3'): Transport {
+  const h3 = name === 'h3';
+  return {
+    name,
+    ...(h3 ? { origin: 'caddy' as const, protocol: 'h3' } : {}),
+    async unavailable() {
+      if (!fs.existsSync(CHROMIUM)) return `Chromium not found at ${CHROMIUM}`;
+      return h3 && findCaddy() === null ? CADDY_HINT : null;
+    },
+    async load(ctx) {
+      const authority = `${ctx.host}:${ctx.port}`;
+      if (h3 && !ctx.spki) throw new Error('h3: the origin has no certificate to trust (not an https origin)');
+      const b = await launchChromium(ctx.link, h3
+        ? { drop: ['--disable-quic'], add: ['--enable-quic', `--origin-to-force-quic-on=${authority}`, `--ignore-certificate-errors-spki-list=${ctx.spki!}`] }
+        : undefined);
+      try {
+        const s = await openRecordedPage(b.browser, ctx.viewport, ctx.link.realtimeMinusMonotonicNs);
+        // What is on screen before the load: wait for the first frames of about:blank.
+        await s.recorder.waitFrames(2, 3000);
+        await sleep(100);
+        const navStartNs = now();
+        const url = `${h3 ? 'https' : 'http'}://${authority}${ctx.urlPath}`;
+        await s.page.goto(url, { waitUntil: 'load', timeout: ctx.timeoutMs });
+        await sleep(ctx.settleMs);
+        await s.recorder.stop();
+        // (a string: this file is compiled without the DOM library)
+        const info = (await s.page.evaluate(`(() => {
+          const nav = performance.getEntriesByType('navigation')[0];
+          const el = document.scrollingElement || document.documentElement;
+          return { timeOrigin: performance.timeOrigin, loadEventEnd: nav ? nav.loadEventEnd : 0, height: el ? el.scrollHeight : 0, protocol: nav ? nav.nextHopProtocol : '' };
+        })()`)) as { timeOrigin: number; loadEventEnd: number; height: number; protocol: string };
+        const loadEventNs = info.loadEventEnd > 0
+          ? BigInt(Math.round((info.timeOrigin + info.loadEventEnd) * 1e6)) - ctx.link.realtimeMinusMonotonicNs
+          : null;
+        const frames = s.recorder.frames;
+        return {
+          navStartNs,
+          updateNs: [],
+          frameNs: frames.map((f) => f.tNs),
+          loadEventNs,
+          method: 'compositor-screencast',
+          pageHeight: info.height,
+          ...(info.protocol ? { protocol: info.protocol } : {}),
+          reanalyze: (requestNs) => analyzeUpdates(frames, requestNs),
+        };
+      } finally {
+        await b.close();
+      }
+    },
+  };
+}
+
+export const chromiumTransport = stockChromium('chromium');
+export const h3Transport = stockChromium('h3');
 
 /** The fields of app/browser's LoadRecord this tool reads (epoch ms). */
 interface BrowseRecord {
@@ -236,13 +262,15 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
   };
 }
 
-export const TRANSPORTS = ['chromium', 'catp', 'inorder', 'tcp'] as const;
+export const TRANSPORTS = ['chromium', 'h3', 'catp', 'inorder', 'tcp'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 export function transportByName(name: string): Transport {
   switch (name) {
     case 'chromium':
       return chromiumTransport;
+    case 'h3':
+      return h3Transport;
     case 'catp':
       return browseTransport('catp');
     case 'inorder':

@@ -66,7 +66,8 @@ export interface LaunchedBrowser {
 }
 
 /** Launches headless Chromium with a fresh profile, inside the link's client namespace when a link is given. */
-export async function launchChromium(link?: Link): Promise<LaunchedBrowser> {
+/** `flags`: flags to leave out of chromiumArgs() and to add (the h3 transport lets QUIC through). */
+export async function launchChromium(link?: Link, flags?: { drop: string[]; add: string[] }): Promise<LaunchedBrowser> {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium, or set CATP_CHROMIUM)`);
   const { chromium } = await import('playwright-core');
   let dir: string | undefined;
@@ -78,7 +79,8 @@ export async function launchChromium(link?: Link): Promise<LaunchedBrowser> {
     fs.writeFileSync(executablePath, `#!/bin/sh\nexec nsenter ${link.nsenterArgs('client').map(q).join(' ')} -- ${q(CHROMIUM)} "$@"\n`, { mode: 0o755 });
   }
   try {
-    const browser = await chromium.launch({ executablePath, headless: true, args: chromiumArgs(), timeout: 60_000 });
+    const args = [...chromiumArgs().filter((a) => !flags?.drop.includes(a)), ...(flags?.add ?? [])];
+    const browser = await chromium.launch({ executablePath, headless: true, args, timeout: 60_000 });
     return {
       browser,
       async close() {
