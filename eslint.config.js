@@ -21,6 +21,17 @@ module.exports = tseslint.config(
     },
   },
   {
+    // Errors carry a stable code: every layer throws its own class (ProtocolError, HostError, ServerError,
+    // LabError, RendererError, BenchError, UsageError, ...), never a bare Error.
+    files: ['protocol/**/*.ts', 'native/**/*.ts', 'app/**/*.ts', 'server/**/*.ts', 'renderer/**/*.ts', 'lab/**/*.ts', 'cli/**/*.ts', 'bench/**/*.ts', 'electron/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', {
+        selector: "NewExpression[callee.name='Error'], CallExpression[callee.name='Error']",
+        message: 'throw the layer\'s error class with a stable code (HostError, LabError, ServerError, ...), not a bare Error.',
+      }],
+    },
+  },
+  {
     // Sans-IO: no Node, no DOM, nothing of ours but protocol itself.
     files: ['protocol/**/*.ts'],
     rules: {

@@ -24,6 +24,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 
 import cacache from 'cacache';
+import { HostError } from './errors';
 
 export type PrivacyScope = 'site' | 'any';
 
@@ -409,7 +410,7 @@ export class PayloadStore {
     try {
       // Only a regular file is opened: a FIFO (or a device) planted under a content name would block the read
       // in the thread pool for ever, and the load with it, past any deadline.
-      if (!(await lstat(contentPath(this.dir, digestHex))).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
+      if (!(await lstat(contentPath(this.dir, digestHex))).isFile()) throw new HostError('ENOTREG', 'not a regular file');
       data = await cacache.get.byDigest(this.dir, sri(digestHex));
     } catch (e) {
       // EINTEGRITY, EBADSIZE, ENOENT: whatever is there is not the payload.

@@ -20,8 +20,17 @@ export interface PreloadDeps {
   };
 }
 
+/** A channel outside the API's own (the preload can require nothing of ours, so it has its own class). */
+export class PreloadError extends Error {
+  readonly code = 'PRELOAD_ERR_CHANNEL';
+  constructor(message: string) {
+    super(message);
+    this.name = 'PreloadError';
+  }
+}
+
 function checked(channel: string): string {
-  if (!channel.startsWith(PRELOAD_PREFIX)) throw new Error(`catp preload: channel ${channel} is not allowed`);
+  if (!channel.startsWith(PRELOAD_PREFIX)) throw new PreloadError(`catp preload: channel ${channel} is not allowed`);
   return channel;
 }
 

@@ -20,6 +20,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
+import { LabError } from './errors';
 
 export type Side = 'client' | 'server';
 export type Dir = 'c2s' | 's2c';
@@ -276,7 +277,7 @@ export async function dryRunLoss(o: { n: number; dir?: Dir; seed?: number | bigi
   const args = [...emulatorArgs({ seed: o.seed, loss: o.loss, burst: o.burst }), `--dry-run-loss=${int('n', o.n, 0, 1e8)}`, `--dry-run-dir=${o.dir ?? 'c2s'}`];
   const bin = o.binary ?? linkemuPath();
   const { code, stdout, stderr } = await collect(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
-  if (code !== 0) throw new Error(`catp-linkemu --dry-run-loss failed (${code}): ${stderr.trim()}`);
+  if (code !== 0) throw new LabError('LAB_ERR_LINKEMU', `catp-linkemu --dry-run-loss failed (${code}): ${stderr.trim()}`);
   return (JSON.parse(stdout) as { dropped: number[] }).dropped;
 }
 
@@ -347,7 +348,7 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
   if (!fs.existsSync(bin)) {
     if (logFd !== undefined) fs.closeSync(logFd);
     if (tempLog) fs.rmSync(tempLog, { force: true });
-    throw new Error(`the link emulator is not built: ${bin} is missing (run npm install or npx node-gyp rebuild)`);
+    throw new LabError('LAB_ERR_LINKEMU_NOT_BUILT', `the link emulator is not built: ${bin} is missing (run npm install or npx node-gyp rebuild)`);
   }
   let emu: ChildProcess;
   try {
@@ -377,13 +378,13 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
   });
   const emuClosed = new Promise<void>((resolve) => emu.once('close', () => resolve()));
   emu.once('exit', () => {
-    for (const w of countersWaiters.splice(0)) w.reject(new Error(`the link emulator has exited: ${stderr.trim() || 'no message'}`));
+    for (const w of countersWaiters.splice(0)) w.reject(new LabError('LAB_ERR_LINKEMU_EXITED', `the link emulator has exited: ${stderr.trim() || 'no message'}`));
   });
 
   const ready = await new Promise<ReadyLine>((resolve, reject) => {
     const timer = setTimeout(() => {
       emu.kill('SIGKILL');
-      reject(new Error(`the link emulator did not come up within ${options.readyTimeoutMs ?? 10000} ms: ${stderr.trim()}`));
+      reject(new LabError('LAB_ERR_LINKEMU_TIMEOUT', `the link emulator did not come up within ${options.readyTimeoutMs ?? 10000} ms: ${stderr.trim()}`));
     }, options.readyTimeoutMs ?? 10000);
     onReady = (r) => {
       clearTimeout(timer);
@@ -396,7 +397,7 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
     emu.once('exit', (code, signal) => {
       clearTimeout(timer);
       void emuClosed.then(() =>
-        reject(new Error(`the link emulator exited during set-up (${signal ?? `code ${code}`}): ${stderr.trim() || 'no message'}`)),
+        reject(new LabError('LAB_ERR_LINKEMU_EXITED', `the link emulator exited during set-up (${signal ?? `code ${code}`}): ${stderr.trim() || 'no message'}`)),
       );
     });
   }).catch((err: unknown) => {
@@ -421,10 +422,10 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
       () =>
         new Promise<LinkCounters>((resolve, reject) => {
           if (closing || exited(emu)) {
-            reject(new Error('the link is closed'));
+            reject(new LabError('LAB_ERR_LINK_CLOSED', 'the link is closed'));
             return;
           }
-          const timer = setTimeout(() => reject(new Error('the link emulator did not answer SIGUSR1 within 5 s')), 5000);
+          const timer = setTimeout(() => reject(new LabError('LAB_ERR_LINKEMU_TIMEOUT', 'the link emulator did not answer SIGUSR1 within 5 s')), 5000);
           countersWaiters.push({
             resolve: (c) => {
               clearTimeout(timer);
@@ -444,9 +445,9 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
 
   const readLog = (): LinkLog => {
     if (logFd === undefined) {
-      if (!wantLog) throw new Error('this link keeps no log (log: false)');
+      if (!wantLog) throw new LabError('LAB_ERR_NO_LOG', 'this link keeps no log (log: false)');
       if (options.logPath) return parseLog(fs.readFileSync(options.logPath, 'utf8'));
-      throw new Error('the link is closed and its temporary log is gone: call log() before close(), or pass logPath');
+      throw new LabError('LAB_ERR_NO_LOG', 'the link is closed and its temporary log is gone: call log() before close(), or pass logPath');
     }
     const size = fs.fstatSync(logFd).size;
     const buf = Buffer.alloc(size);
@@ -468,7 +469,7 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
     netnsInodes: { client: ready.client.netnsIno, server: ready.server.netnsIno },
     nsenterArgs,
     spawnIn(side, cmd, cmdArgs = [], opts = {}) {
-      if (closing || exited(emu)) throw new Error('the link is closed');
+      if (closing || exited(emu)) throw new LabError('LAB_ERR_LINK_CLOSED', 'the link is closed');
       const child = spawn('nsenter', [...nsenterArgs(side), '--', cmd, ...cmdArgs], opts);
       children.add(child);
       child.once('exit', () => children.delete(child));
@@ -496,7 +497,7 @@ export async function startLink(options: LinkOptions = {}): Promise<Link> {
         await Promise.all([...children].map((c) => waitExit(c, 2000)));
         if (logFd !== undefined) fs.closeSync(logFd);
         logFd = undefined;
-        if (!exitCounters) throw new Error(`the link emulator ended without its counters: ${stderr.trim() || 'no message'}`);
+        if (!exitCounters) throw new LabError('LAB_ERR_LINKEMU_EXITED', `the link emulator ended without its counters: ${stderr.trim() || 'no message'}`);
         return exitCounters;
       })();
       return closing;

@@ -2,13 +2,14 @@
 // mode) talking to its own host behind its own copy of the emulated link — and, after a load, the three silent
 // times side by side and a filmstrip per pane, cut from a screencast of this window (lab/demo/window.ts).
 import type { DEFAULT_SETTINGS as DefaultSettings, DemoCommand, DemoEvent, DemoRun, DemoSettings, DemoTransport, PageChoice, PaneResult } from '../protocol/demo/api';
+import { RendererError } from './errors';
 
 // The renderer imports protocol/ as types only: the defaults are repeated here, and the type says they match.
 const DEFAULT_SETTINGS: typeof DefaultSettings = { page: '', loss: 0.15, delayMs: 40, rate: 50_000, burst: 1 };
 
 const $ = <T extends Element>(sel: string): T => {
   const e = document.querySelector<T>(sel);
-  if (!e) throw new Error(`missing ${sel}`);
+  if (!e) throw new RendererError('RENDERER_ERR_MISSING_ELEMENT', `missing ${sel}`);
   return e;
 };
 

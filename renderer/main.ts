@@ -9,10 +9,11 @@ import { DomOpApplier } from './dom-ops';
 import { dumpDocument } from './dump';
 import { buildRecord, epochNow, longestGap, networkFloor, PaintClock, round } from './meter';
 import { drawTimeline } from './timeline';
+import { RendererError } from './errors';
 
 const $ = <T extends Element>(sel: string): T => {
   const e = document.querySelector<T>(sel);
-  if (!e) throw new Error(`missing ${sel}`);
+  if (!e) throw new RendererError('RENDERER_ERR_MISSING_ELEMENT', `missing ${sel}`);
   return e;
 };
 

@@ -4,8 +4,9 @@
 import { parentPort } from 'node:worker_threads';
 
 import { encodeForMode, errorCode, type EncodeJob, type EncodeReply } from './catp-encode';
+import { ServerError } from './errors';
 
-if (parentPort === null) throw new Error('catp-encode-worker runs as a worker thread');
+if (parentPort === null) throw new ServerError('SERVER_ERR_NOT_A_WORKER', 'catp-encode-worker runs as a worker thread');
 const port = parentPort;
 
 port.on('message', (job: EncodeJob) => {

@@ -7,6 +7,7 @@ import type { HttpResponse } from '../protocol/dhttp/http1';
 import { formatDigest, formatReprDigest, wantedDigests } from '../protocol/dtd/digest-fields';
 import { DigestCache, type DigestCounters } from './digests';
 import { sniffHtmlEncoding } from '../protocol/html-encoding';
+import { ServerError } from './errors';
 
 /** Bytes of a file too large to read whole that its charset is sniffed from. */
 const SNIFF_PREFIX_BYTES = 64 * 1024;
@@ -213,7 +214,7 @@ export class FileServer {
   static async create(opts: FileServerOptions): Promise<FileServer> {
     const root = await fsp.realpath(path.resolve(opts.root));
     const st = await fsp.stat(root);
-    if (!st.isDirectory()) throw new Error(`server root is not a directory: ${root}`);
+    if (!st.isDirectory()) throw new ServerError('SERVER_ERR_ROOT_NOT_DIRECTORY', `server root is not a directory: ${root}`);
     return new FileServer(root, opts);
   }
 

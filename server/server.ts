@@ -23,6 +23,7 @@ import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type C
 import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
 import { sniffHtmlEncoding } from '../protocol/html-encoding';
 import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
+import { ServerError } from './errors';
 
 export interface ServerLimits {
   /** Simultaneous client-opened TCP connections. */
@@ -1152,7 +1153,7 @@ function closeTcp(srv: net.Server): Promise<void> {
 export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
   // Both sockets must bind the same address family; a host name could resolve differently for each.
   const host = opts.host === undefined || opts.host === 'localhost' ? '127.0.0.1' : opts.host;
-  if (net.isIP(host) === 0) throw new Error(`host must be an IP address literal, not ${JSON.stringify(host)}`);
+  if (net.isIP(host) === 0) throw new ServerError('SERVER_ERR_BAD_HOST', `host must be an IP address literal, not ${JSON.stringify(host)}`);
   const requested = opts.port ?? 0;
   const limits: ServerLimits = { ...DEFAULT_LIMITS };
   for (const [k, v] of Object.entries(opts.limits ?? {}) as [keyof ServerLimits, number | undefined][]) {
@@ -1188,5 +1189,5 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
     }
     return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp, opts.dtd, now);
   }
-  throw lastErr instanceof Error ? lastErr : new Error('could not bind UDP and TCP on the same port');
+  throw lastErr instanceof Error ? lastErr : new ServerError('SERVER_ERR_BIND', 'could not bind UDP and TCP on the same port');
 }

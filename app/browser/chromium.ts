@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
+import { HostError } from '../errors';
 
 /** Browser names looked up on PATH, in this order (Debian's package, Ubuntu's older one, Google's builds). */
 export const BROWSER_NAMES = ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable'] as const;
@@ -127,7 +128,7 @@ export interface AppWindow {
 
 /** Opens `url` in a Chromium `--app` window with a fresh profile. */
 export function openAppWindow(url: string, opts: { width?: number; height?: number } = {}): AppWindow {
-  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
+  if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
     ...chromiumFlags(),
@@ -177,7 +178,7 @@ export interface HeadlessPage {
 
 /** Opens `url` in headless Chromium through playwright-core. */
 export async function openHeadless(url: string, opts: { width?: number; height?: number } = {}): Promise<HeadlessPage> {
-  if (!chromiumAvailable()) throw new Error(`Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
+  if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const { chromium } = await import('playwright-core');
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(), ...onlyToFlags([new URL(url).origin])] });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });

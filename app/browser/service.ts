@@ -26,6 +26,7 @@ import { CatpTreeBuilder } from '../../protocol/catp';
 import { StreamingHtmlDecoder, decodeHtml, textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import { DomOpRecorder } from './dom-recorder';
 import { HtmlNameScanner, PageNames } from './page-names';
+import { HostError } from '../errors';
 
 export interface BrowserServiceOptions {
   host?: DhttpHost;
@@ -217,7 +218,7 @@ export class BrowserService {
   whenReady(timeoutMs = 30_000): Promise<void> {
     if (this.readyCount > 0) return Promise.resolve();
     return new Promise((ok, fail) => {
-      const timer = setTimeout(() => fail(new Error(`the renderer did not connect within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(() => fail(new HostError('HOST_ERR_RENDERER_TIMEOUT', `the renderer did not connect within ${timeoutMs} ms`)), timeoutMs);
       timer.unref(); // waiting for a renderer never keeps a process alive that has nothing else to do
       this.readyWaiters.push(() => {
         clearTimeout(timer);
@@ -256,7 +257,7 @@ export class BrowserService {
     const have = this.records.get(loadId);
     if (have) return Promise.resolve(have);
     return new Promise((ok, fail) => {
-      const timer = setTimeout(() => fail(new Error(`no load record for load ${loadId} within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(() => fail(new HostError('HOST_ERR_RECORD_TIMEOUT', `no load record for load ${loadId} within ${timeoutMs} ms`)), timeoutMs);
       const list = this.recordWaiters.get(loadId) ?? [];
       list.push((r) => {
         clearTimeout(timer);
@@ -272,7 +273,7 @@ export class BrowserService {
     return new Promise((ok, fail) => {
       const timer = setTimeout(() => {
         this.dumps.delete(requestId);
-        fail(new Error('the renderer did not answer the dump request'));
+        fail(new HostError('HOST_ERR_DUMP_UNANSWERED', 'the renderer did not answer the dump request'));
       }, timeoutMs);
       this.dumps.set(requestId, (tree) => {
         clearTimeout(timer);
@@ -372,7 +373,7 @@ export class BrowserService {
   private redirect(load: ActiveLoad, status: number, location: string | null): boolean {
     if (!REDIRECT_STATUSES.has(status) || location === null) return false;
     if (!this.live(load)) return true;
-    const failWith = (code: string, message: string) => this.fail(load, Object.assign(new Error(message), { code }));
+    const failWith = (code: string, message: string) => this.fail(load, new HostError(code, message));
     let next: string;
     try {
       next = new URL(location.trim(), load.url).href; // relative Locations resolve against the URL that answered
@@ -467,7 +468,7 @@ export class BrowserService {
     const text = !texty ? '' : html ? decodeHtml(res.body, contentType).text : textDecoderFor(textEncoding(contentType)).decode(res.body);
     this.emit({ type: 'whole', loadId: load.loadId, status: res.status, contentType, text, html, atEpochMs: Number(realtimeNs()) / 1e6 });
     if (res.status >= 400) {
-      this.fail(load, Object.assign(new Error(`${load.url}: the server answered ${res.status} ${res.reason}`), { code: `HTTP_${res.status}` }));
+      this.fail(load, new HostError(`HTTP_${res.status}`, `${load.url}: the server answered ${res.status} ${res.reason}`));
       return;
     }
     this.complete(load, { bytes: res.body.length, resends: result.resends });

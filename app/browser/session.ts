@@ -7,6 +7,7 @@ import { packageRoot } from '../../native';
 import { defaultStoreDir, PayloadStore } from '../payload-store';
 import { BrowserService, type BrowserServiceOptions } from './service';
 import { startShellServer, type ShellServer } from './shell-server';
+import { HostError } from '../errors';
 
 export function defaultRendererDir(): string {
   return process.env.CATP_RENDERER_DIR ?? join(packageRoot(), 'dist', 'renderer');
@@ -34,7 +35,7 @@ export interface BrowserSessionOptions extends BrowserServiceOptions {
 export async function startBrowserSession(options: BrowserSessionOptions = {}): Promise<BrowserSession> {
   const rendererDir = options.rendererDir ?? defaultRendererDir();
   if (!existsSync(join(rendererDir, 'app.js'))) {
-    throw new Error(`the renderer is not built (${join(rendererDir, 'app.js')} is missing): run npm run build`);
+    throw new HostError('HOST_ERR_RENDERER_NOT_BUILT', `the renderer is not built (${join(rendererDir, 'app.js')} is missing): run npm run build`);
   }
   const opened = options.store === undefined && options.host === undefined && options.storeDir !== null
     ? await PayloadStore.open({

@@ -2,22 +2,23 @@
 import { defaultTreeAdapter, serialize, type DefaultTreeAdapterMap } from 'parse5';
 
 import type { DumpNode } from '../../protocol/browser/api';
+import { HostError } from '../errors';
 
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
 const MAX_DUMP_NODES = 1 << 21;
 
 /** Builds a parse5 document from the renderer's DOM dump (untrusted shape: checked as it goes). */
 export function dumpToParse5(root: DumpNode): DefaultTreeAdapterMap['document'] {
-  if (root.t !== 'doc') throw new Error('a dump must start with a document');
+  if (root.t !== 'doc') throw new HostError('HOST_ERR_BAD_DUMP', 'a dump must start with a document');
   const doc = defaultTreeAdapter.createDocument();
   defaultTreeAdapter.setDocumentMode(doc, root.mode as DefaultTreeAdapterMap['document']['mode']);
   let count = 0;
   const stack: { parent: P5Parent; list: DumpNode[] }[] = [{ parent: doc, list: root.children }];
   while (stack.length > 0) {
     const { parent, list } = stack.pop()!;
-    if (!Array.isArray(list)) throw new Error('bad dump: children');
+    if (!Array.isArray(list)) throw new HostError('HOST_ERR_BAD_DUMP', 'bad dump: children');
     for (const n of list) {
-      if (++count > MAX_DUMP_NODES) throw new Error('bad dump: too many nodes');
+      if (++count > MAX_DUMP_NODES) throw new HostError('HOST_ERR_BAD_DUMP', 'bad dump: too many nodes');
       switch (n.t) {
         case 'el': {
           const el = defaultTreeAdapter.createElement(String(n.tag), String(n.ns) as DefaultTreeAdapterMap['element']['namespaceURI'],
@@ -43,7 +44,7 @@ export function dumpToParse5(root: DumpNode): DefaultTreeAdapterMap['document'] 
           break;
         }
         default:
-          throw new Error('bad dump: node type');
+          throw new HostError('HOST_ERR_BAD_DUMP', 'bad dump: node type');
       }
     }
   }

@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { DhttpHost } from '../../app/dhttp-host';
 import { startLossyRelay, type LossyRelay } from '../../app/browser/lossy-relay';
 import { startServer, type DhttpServer } from '../../server';
+import { BenchError } from '../errors';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -41,7 +42,7 @@ interface Row {
 async function main(): Promise<void> {
   const i = process.argv.indexOf('--reps');
   const reps = i > 0 ? Number(process.argv[i + 1]) : 9;
-  if (!Number.isInteger(reps) || reps < 1 || reps > 100) throw new Error('--reps takes an integer from 1 to 100');
+  if (!Number.isInteger(reps) || reps < 1 || reps > 100) throw new BenchError('BENCH_ERR_USAGE', '--reps takes an integer from 1 to 100');
   const root = path.join(__dirname, '..', '..', '..');
   const real = path.resolve(root, '..', 'shared', 'corpus', 'real-pages');
   // listening on every address: each client comes from its own loopback address

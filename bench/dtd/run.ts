@@ -32,6 +32,7 @@ import { DhttpHost, type StreamEvent } from '../../app';
 import { startLossyRelay } from '../../app/browser/lossy-relay';
 import { PayloadStore } from '../../app/payload-store';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
+import { BenchError } from '../errors';
 
 const PORT = 8080;
 
@@ -79,7 +80,7 @@ async function clientMain(serverAddr: string, mode: string, fetchesCsv: string):
   let hits = 0;
   for (const f of fetchesCsv.split(',')) {
     const r = await host.fetch(`dhttp://${serverAddr}:${PORT}/${f}`, { timeoutMs: 120_000 });
-    if (r.response.status !== 200) throw new Error(`${f}: ${r.response.status}`);
+    if (r.response.status !== 200) throw new BenchError('BENCH_ERR_FETCH', `${f}: ${r.response.status}`);
     if (r.dtd?.decision === 'hit') hits++;
   }
   const totalMs = performance.now() - t0;
@@ -117,7 +118,7 @@ function reloadPage(): { name: string; original: string; changed: string; paragr
     re.lastIndex = 0;
     m = re.exec(original);
   }
-  if (m === null) throw new Error(`${file}: no paragraph to change`);
+  if (m === null) throw new BenchError('BENCH_ERR_PAGE', `${file}: no paragraph to change`);
   const start = m.index + m[0].length - m[1].length;
   const replacement = 'This paragraph was rewritten between the loads; everything else on the page is as it was.';
   const changed = original.slice(0, start) + replacement + original.slice(start + m[1].length);
@@ -221,8 +222,8 @@ async function timedLoad(
   const t0 = performance.now();
   const r = await host.load(url, { mode: 'catp', rateBytesPerSec: link.rateBytesPerSec, timeoutMs: 120_000, onFrame: (_f, ev) => apply(ev), onLocalFill: apply });
   const totalMs = performance.now() - t0;
-  if (r.kind !== 'stream' || tree.root === null) throw new Error(`${url}: not streamed`);
-  if (serialize(tree.root) !== serialize(parse(html, { scriptingEnabled: false }))) throw new Error(`${url}: the assembled page differs from parse5's`);
+  if (r.kind !== 'stream' || tree.root === null) throw new BenchError('BENCH_ERR_NOT_STREAMED', `${url}: not streamed`);
+  if (serialize(tree.root) !== serialize(parse(html, { scriptingEnabled: false }))) throw new BenchError('BENCH_ERR_TREE_DIFFERS', `${url}: the assembled page differs from parse5's`);
   await host.flushStore();
   // the session ends on the server when the client's "complete" report arrives
   const until = Date.now() + 5000;
@@ -288,7 +289,7 @@ async function main(): Promise<void> {
         const before = JSON.parse((await lines.next()).value as string) as { payloadBytesSent: number };
         const c0 = await l.counters();
         const out = await l.runIn('client', process.execPath, [script, '--client', l.serverAddress, mode, w.fetches.join(',')], 600_000);
-        if (out.code !== 0) throw new Error(`client failed: ${out.stderr}`);
+        if (out.code !== 0) throw new BenchError('BENCH_ERR_CLIENT', `client failed: ${out.stderr}`);
         const res = JSON.parse(out.stdout.trim().split('\n').pop() as string) as { totalMs: number; hits: number };
         const c1 = await l.counters();
         srv.stdin!.write('\n');

@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { BenchError } from '../errors';
 
 const MiB = 1024 * 1024;
 
@@ -50,7 +51,7 @@ async function startServe(root: string): Promise<{ child: ChildProcess; port: nu
     await sleep(100);
   }
   child.kill();
-  throw new Error('catp serve did not start');
+  throw new BenchError('BENCH_ERR_SERVER', 'catp serve did not start');
 }
 
 async function slowloris(port: number, pid: number): Promise<Record<string, number>> {
@@ -132,8 +133,8 @@ async function largeFiles(port: number, pid: number, n: number): Promise<Record<
 async function main(): Promise<void> {
   const i = process.argv.indexOf('--large');
   const large = i > 0 ? Number(process.argv[i + 1]) : 1000;
-  if (!Number.isInteger(large) || large < 1 || large > 4000) throw new Error('--large takes an integer from 1 to 4000');
-  if (os.platform() !== 'linux') throw new Error('bench:memory reads /proc: Linux only');
+  if (!Number.isInteger(large) || large < 1 || large > 4000) throw new BenchError('BENCH_ERR_USAGE', '--large takes an integer from 1 to 4000');
+  if (os.platform() !== 'linux') throw new BenchError('BENCH_ERR_PLATFORM', 'bench:memory reads /proc: Linux only');
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-memory-'));
   fs.writeFileSync(path.join(root, 'small.bin'), Buffer.alloc(500, 1));
   const fd = fs.openSync(path.join(root, 'big.bin'), 'w');

@@ -22,6 +22,7 @@ import * as path from 'node:path';
 import type { LoadRecord } from '../../protocol/browser/api';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
+import { BenchError } from '../errors';
 
 interface Options { page: string; runs: number; corpus: string; rates: number[] }
 
@@ -36,13 +37,13 @@ function parseArgs(argv: string[]): Options {
   };
   for (let i = 0; i < argv.length; i++) {
     const m = /^--(page|runs|corpus|rate)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S[,B/S...])`);
+    if (!m) throw new BenchError('BENCH_ERR_USAGE', `unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S[,B/S...])`);
     const v = m[2] ?? argv[++i];
-    if (v === undefined) throw new Error(`--${m[1]} needs a value`);
+    if (v === undefined) throw new BenchError('BENCH_ERR_USAGE', `--${m[1]} needs a value`);
     if (m[1] === 'page' || m[1] === 'corpus') opts[m[1]] = v;
     else {
       const ns = v.split(',').map(Number);
-      if (ns.length === 0 || !ns.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--${m[1]} needs positive integers`);
+      if (ns.length === 0 || !ns.every((n) => Number.isInteger(n) && n > 0)) throw new BenchError('BENCH_ERR_USAGE', `--${m[1]} needs positive integers`);
       if (m[1] === 'runs') opts.runs = ns[0]!;
       else opts.rates = ns;
     }
@@ -96,7 +97,7 @@ function browse(url: string, record: string): Promise<void> {
     const child = spawn(process.execPath, [entry, 'browse', '--headless', '--record', record, url], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`catp browse exited ${code}: ${err}`))));
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new BenchError('BENCH_ERR_BROWSE', `catp browse exited ${code}: ${err}`))));
   });
 }
 
@@ -187,7 +188,7 @@ async function atRate(opts: Options, dir: string, rate: number) {
 async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
   const file = path.join(opts.corpus, 'real-pages', opts.page);
-  if (!fs.existsSync(file)) throw new Error(`${file} not found (set --corpus or CATP_CORPUS)`);
+  if (!fs.existsSync(file)) throw new BenchError('BENCH_ERR_NO_PAGE', `${file} not found (set --corpus or CATP_CORPUS)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-render-'));
   fs.copyFileSync(file, path.join(dir, opts.page));
   const size = fs.statSync(file).size;

@@ -23,6 +23,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Endpoint, packageRoot } from '../../native';
 import type { SendJob, SendResult } from './sender';
+import { BenchError } from '../errors';
 
 interface Options { count: number; rounds: number; size: number; burst: number }
 interface BurstResult { mode: Mode; round: number; matched: number; kernelDrops: number; drainMs: number; cpuUs: number; batches?: number }
@@ -37,12 +38,12 @@ function parseArgs(argv: string[]): Options {
   const opts: Options = { count: 200_000, rounds: 5, size: 200, burst: 4000 };
   for (let i = 0; i < argv.length; i++) {
     const m = /^--(count|rounds|size|burst)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new Error(`unknown argument ${argv[i]} (use --count N --rounds N --size BYTES --burst N)`);
+    if (!m) throw new BenchError('BENCH_ERR_USAGE', `unknown argument ${argv[i]} (use --count N --rounds N --size BYTES --burst N)`);
     const value = Number(m[2] ?? argv[++i]);
-    if (!Number.isInteger(value) || value <= 0) throw new Error(`--${m[1]} needs a positive integer`);
+    if (!Number.isInteger(value) || value <= 0) throw new BenchError('BENCH_ERR_USAGE', `--${m[1]} needs a positive integer`);
     opts[m[1] as keyof Options] = value;
   }
-  if (opts.size < 8 || opts.size > 1460) throw new Error('--size must be 8..1460 (one DHTTP datagram)');
+  if (opts.size < 8 || opts.size > 1460) throw new BenchError('BENCH_ERR_USAGE', '--size must be 8..1460 (one DHTTP datagram)');
   return opts;
 }
 

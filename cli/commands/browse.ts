@@ -26,6 +26,8 @@ import { packageRoot } from '../../native';
 import { parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
 import { intOption, parse, UsageError, type Io } from '../args';
+import { LabError } from '../../lab/errors';
+import { HostError } from '../../app/errors';
 
 const HELP = `usage: catp browse [URL] [options]
 
@@ -120,7 +122,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   let loss = parseLoss(values.loss);
   // Before anything starts: a browser to drive, and for a window a display to put it on.
   const electron = values.headless || shellArg === 'chromium' ? null : electronBinary();
-  if (shellArg === 'electron' && !electron) throw new Error("Electron's binary is not installed (node node_modules/electron/install.js fetches it; needs internet)");
+  if (shellArg === 'electron' && !electron) throw new HostError('HOST_ERR_NO_ELECTRON', "Electron's binary is not installed (node node_modules/electron/install.js fetches it; needs internet)");
   if (!electron && !chromiumAvailable()) throw new BrowserUnavailableError(Boolean(values.headless));
   if (!values.headless && !hasDisplay()) throw new NoDisplayError();
 
@@ -278,7 +280,7 @@ function compareLauncher(io: Io): { open: (url: string) => Promise<string>; clos
   return {
     open: async (url) => {
       const support = labSupport();
-      if (!support.ok) throw new Error(`the demo's emulated links cannot run here: ${support.reason}`);
+      if (!support.ok) throw new LabError('LAB_ERR_UNSUPPORTED', `the demo's emulated links cannot run here: ${support.reason}`);
       if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       io.stdout.write(`catp browse: opening the side-by-side demo on ${url}\n`);
       const c = spawn(process.execPath, [join(packageRoot(), 'bin', 'catp.js'), 'demo', url], { stdio: ['ignore', 'inherit', 'inherit'] });

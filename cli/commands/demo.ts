@@ -11,6 +11,7 @@ import { DEFAULT_PAGE, demoTempRoot } from '../../lab/demo/pages';
 import { runPaneHost } from '../../lab/demo/pane-host';
 import { openDemoWindow } from '../../lab/demo/window';
 import { intOption, parse, UsageError, type Io } from '../args';
+import { LabError } from '../../lab/errors';
 
 const HELP = `usage: catp demo [PAGE|URL] [options]
 
@@ -103,8 +104,8 @@ export async function demo(argv: string[], io: Io, signal?: AbortSignal): Promis
   if (!values.headless && !hasDisplay()) throw new NoDisplayError();
   const support = labSupport();
   if (!support.ok) {
-    throw Object.assign(new Error(`the demo's emulated links cannot run here: ${support.reason}. Run it as root, or enable unprivileged user namespaces ` +
-      '(Debian: sysctl kernel.unprivileged_userns_clone=1) and make /dev/net/tun readable and writable (chmod 0666 /dev/net/tun).'), { code: 'DEMO_ERR_LAB' });
+    throw new LabError('DEMO_ERR_LAB', `the demo's emulated links cannot run here: ${support.reason}. Run it as root, or enable unprivileged user namespaces ` +
+      '(Debian: sysctl kernel.unprivileged_userns_clone=1) and make /dev/net/tun readable and writable (chmod 0666 /dev/net/tun).');
   }
   const tmpRoot = demoTempRoot();
   const logFile = values.log ? resolve(values.log) : null;

@@ -10,6 +10,7 @@ import type { ReuseOutcome } from '../../app/block-reuse';
 import { PayloadStore, defaultStoreDir } from '../../app/payload-store';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
 import { intOption, parse, UsageError, type Io } from '../args';
+import { HostError } from '../../app/errors';
 
 const HELP = `usage: catp get URL [options]
 
@@ -241,7 +242,7 @@ async function loadStream(
         `${result.firstFrameAtMs === null ? '-' : (result.firstFrameAtMs - result.startedAtMs).toFixed(1)} ms`,
     );
     if (mode === 'inorder') return { kind: 'stream', body: Buffer.concat(chunks) };
-    if (tree.root === null) throw new Error('the page completed without a skeleton');
+    if (tree.root === null) throw new HostError('HOST_ERR_NO_SKELETON', 'the page completed without a skeleton');
     return { kind: 'stream', body: Buffer.from(serialize(tree.root)) };
   } finally {
     if (timeline) {

@@ -10,6 +10,7 @@ import { runSilentTime, type LoadResult, type Progress } from '../../lab/silent-
 import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
 import { labSupport } from '../../lab/link';
 import { parse, UsageError, type Io } from '../args';
+import { LabError } from '../../lab/errors';
 
 const HELP = `usage: catp silent-time [PAGE|DIR ...] [--sizes 10k,50k] [options]
 
@@ -172,7 +173,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   }
   if (pages.length === 0 && sizes.length === 0) throw new UsageError('no pages: give PAGE/DIR arguments or --sizes');
   const support = labSupport();
-  if (!support.ok) throw new Error(`the lab cannot run here: ${support.reason}`);
+  if (!support.ok) throw new LabError('LAB_ERR_UNSUPPORTED', `the lab cannot run here: ${support.reason}`);
 
   const gen = sizes.length ? generatedPages(sizes) : undefined;
   if (gen) pages = [...gen.pages, ...pages];

@@ -23,6 +23,7 @@ import type { PageSpec } from '../silent-time/pages';
 import { linkOptionsFor } from '../silent-time/run';
 import { resolvePage } from './pages';
 import type { PaneMessage } from './pane-host';
+import { LabError } from '../errors';
 
 export { checkSettings, DEFAULT_SETTINGS, DEMO_TRANSPORTS, DemoSettingsError } from '../../protocol/demo/api';
 export type { DemoRun, DemoSettings, DemoTransport, PaneResult, PaneView } from '../../protocol/demo/api';
@@ -96,13 +97,13 @@ interface LivePane {
 
 function nextMessage<T extends PaneMessage['type']>(pane: LivePane, types: readonly T[], timeoutMs: number, what: string): Promise<Extract<PaneMessage, { type: T }>> {
   return new Promise((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`${pane.transport} pane: ${what} did not happen within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(() => fail(new LabError('LAB_ERR_DEMO_TIMEOUT', `${pane.transport} pane: ${what} did not happen within ${timeoutMs} ms`)), timeoutMs);
     const look = (): boolean => {
       const i = pane.messages.findIndex((m) => (types as readonly string[]).includes(m.type) || m.type === 'error');
       if (i < 0) return false;
       const [m] = pane.messages.splice(i, 1);
       clearTimeout(timer);
-      if (m!.type === 'error' && !(types as readonly string[]).includes('error')) fail(new Error(`${pane.transport} pane: ${m!.message}`));
+      if (m!.type === 'error' && !(types as readonly string[]).includes('error')) fail(new LabError('LAB_ERR_DEMO_PANE', `${pane.transport} pane: ${m!.message}`));
       else ok(m as Extract<PaneMessage, { type: T }>);
       return true;
     };
@@ -147,7 +148,7 @@ export class DemoController {
 
   /** Loads the page in the three panes at once through three copies of the link; resolves with what happened. */
   async run(settingsIn: DemoSettings, view: DemoView): Promise<DemoRun> {
-    if (this.closed) throw new Error('the demo is closed');
+    if (this.closed) throw new LabError('LAB_ERR_DEMO_CLOSED', 'the demo is closed');
     const settings = checkSettings(settingsIn);
     const runId = ++this.runs;
     const timeoutMs = this.options.timeoutMs ?? 60_000;
@@ -193,7 +194,7 @@ export class DemoController {
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       await this.teardown();
-      throw failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason));
+      throw failed.reason instanceof Error ? failed.reason : new LabError('LAB_ERR_DEMO_PANE', String(failed.reason));
     }
     const panes = started.map((r) => (r as PromiseFulfilledResult<LivePane & { appUrl: string }>).value);
     view.progress(runId, 'opening the panes');

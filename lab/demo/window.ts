@@ -15,6 +15,7 @@ import { CHROMIUM_PATH, chromiumFlags, onlyToFlags } from '../../app/browser';
 import { checkSettings, DEMO_TRANSPORTS, type DemoEvent, type DemoRun, type DemoSettings } from '../../protocol/demo/api';
 import { DemoController, type DemoView } from './controller';
 import { pageChoices } from './pages';
+import { LabError } from '../errors';
 
 interface CapturedFrame {
   tEpochMs: number;
@@ -207,7 +208,7 @@ export async function openDemoWindow(o: DemoWindowOptions): Promise<DemoWindow> 
     return r;
   }
   function run(s: DemoSettings = settings): Promise<DemoRun> {
-    if (busy) return Promise.reject(Object.assign(new Error('a run is in progress'), { code: 'DEMO_ERR_BUSY' }));
+    if (busy) return Promise.reject(new LabError('DEMO_ERR_BUSY', 'a run is in progress'));
     busy = runOnce(s).finally(() => {
       busy = null;
     });

@@ -12,6 +12,7 @@
 import { type ChildProcess } from 'node:child_process';
 import * as readline from 'node:readline';
 
+import { LabError } from '../errors';
 import { type Link, type Side } from '../link';
 
 export const CAPTURE_PY = `
@@ -118,7 +119,7 @@ export async function startCapture(link: Link, side: Side = 'client', timeoutMs 
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`the packet capture did not start within ${timeoutMs} ms: ${stderr.trim()}`));
+      reject(new LabError('LAB_ERR_CAPTURE', `the packet capture did not start within ${timeoutMs} ms: ${stderr.trim()}`));
     }, timeoutMs);
     onLine = (l) => {
       if (l === 'ready') {
@@ -128,11 +129,11 @@ export async function startCapture(link: Link, side: Side = 'client', timeoutMs 
     };
     child.once('error', (e) => {
       clearTimeout(timer);
-      reject(new Error(`cannot run ${PYTHON} for the packet capture: ${e.message}`));
+      reject(new LabError('LAB_ERR_CAPTURE', `cannot run ${PYTHON} for the packet capture: ${e.message}`));
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`the packet capture exited (${code}): ${stderr.trim()}`));
+      reject(new LabError('LAB_ERR_CAPTURE', `the packet capture exited (${code}): ${stderr.trim()}`));
     });
   });
   return {
@@ -141,7 +142,7 @@ export async function startCapture(link: Link, side: Side = 'client', timeoutMs 
       const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
       await closed;
       clearTimeout(killer);
-      if (!lines.includes('end')) throw new Error(`the packet capture ended without its packets: ${stderr.trim() || 'no message'}`);
+      if (!lines.includes('end')) throw new LabError('LAB_ERR_CAPTURE', `the packet capture ended without its packets: ${stderr.trim() || 'no message'}`);
       return parseCapture(lines);
     },
   };

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { type Link } from '../link';
 import { CADDY_HINT, caddyEnv, findCaddy, makeCertificate, writeCaddyfile } from '../caddy';
 import { NGINX, writeNginxConfig } from '../nginx';
+import { LabError } from '../errors';
 
 export type ServerKind = 'catp' | 'nginx' | 'caddy';
 
@@ -21,13 +22,13 @@ export function repoRoot(): string {
     if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'catp.js'))) return dir;
     dir = path.dirname(dir);
   }
-  throw new Error(`cannot find the repository root above ${__dirname}`);
+  throw new LabError('LAB_ERR_NO_REPO', `cannot find the repository root above ${__dirname}`);
 }
 
 /** `node bin/catp.js`: the built command line (dist/), as a command and its first arguments. */
 export function catpCommand(): { cmd: string; args: string[] } {
   const root = repoRoot();
-  if (!fs.existsSync(path.join(root, 'dist', 'cli', 'main.js'))) throw new Error('the project is not built (dist/cli/main.js is missing): run npm run build');
+  if (!fs.existsSync(path.join(root, 'dist', 'cli', 'main.js'))) throw new LabError('LAB_ERR_NOT_BUILT', 'the project is not built (dist/cli/main.js is missing): run npm run build');
   return { cmd: process.execPath, args: [path.join(root, 'bin', 'catp.js')] };
 }
 
@@ -93,7 +94,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   let spki: string | undefined;
   if (kind === 'caddy') {
     const caddy = findCaddy();
-    if (!caddy) throw new Error(CADDY_HINT);
+    if (!caddy) throw new LabError('LAB_ERR_NO_CADDY', CADDY_HINT);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-caddy-'));
     const tls = makeCertificate(dir, link.serverAddress);
     spki = tls.spki;
@@ -105,7 +106,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
     // gets the same frames (by default a cold page is served from a fast encoding until the best one is ready).
     child = link.spawnIn('server', cmd, [...args, 'serve', root, '--host', link.serverAddress, '--port', String(port), '--cold-encode', 'best', '--pacing', pacing, '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
   } else {
-    if (!NGINX) throw new Error('nginx not found: apt-get install nginx-light');
+    if (!NGINX) throw new LabError('LAB_ERR_NO_NGINX', 'nginx not found: apt-get install nginx-light');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-nginx-'));
     const conf = writeNginxConfig(dir, `${link.serverAddress}:${port}`, root);
     child = link.spawnIn('server', NGINX, ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -120,9 +121,9 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   const until = Date.now() + timeoutMs;
   try {
     for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the ${kind} server exited: ${stderr.trim() || 'no message'}`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new LabError('LAB_ERR_ORIGIN_EXITED', `the ${kind} server exited: ${stderr.trim() || 'no message'}`);
       if (await listening(link, port, kind === 'caddy')) break;
-      if (Date.now() > until) throw new Error(`the ${kind} server did not listen on port ${port} within ${timeoutMs} ms: ${stderr.trim()}`);
+      if (Date.now() > until) throw new LabError('LAB_ERR_ORIGIN_TIMEOUT', `the ${kind} server did not listen on port ${port} within ${timeoutMs} ms: ${stderr.trim()}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   } catch (err) {

@@ -13,6 +13,7 @@ import type { CDPSession, Page } from 'playwright-core';
 
 import { clampRect, frameChanges, type Rect } from './frames';
 import { HEARTBEAT_MASK, HEARTBEAT_SCRIPT, localRealtimeMinusMonotonicNs, monotoneFrames, ScreencastRecorder } from './updates';
+import { LabError } from '../errors';
 
 export interface PageFrame {
   /** the compositor frame's reference time, epoch ms (CLOCK_REALTIME), as stamped (not yet made monotone) */
@@ -60,7 +61,7 @@ export async function pageArea(page: Page, selector = 'main'): Promise<Rect> {
     const b = el.getBoundingClientRect();
     return { x: b.x, y: b.y, width: b.width, height: b.height };
   })()`)) as Rect | null;
-  if (!r || r.width <= 0 || r.height <= 0) throw new Error(`the app page has no visible ${selector} (the page area)`);
+  if (!r || r.width <= 0 || r.height <= 0) throw new LabError('LAB_ERR_PAGE_AREA', `the app page has no visible ${selector} (the page area)`);
   return r;
 }
 
@@ -84,7 +85,7 @@ export async function fitPageArea(page: Page, size: { width: number; height: num
     area = await pageArea(page, selector);
   }
   if (Math.round(area.width) !== size.width || Math.round(area.height) !== size.height) {
-    throw new Error(`could not size the page area to ${size.width}x${size.height} (it is ${area.width}x${area.height})`);
+    throw new LabError('LAB_ERR_PAGE_AREA', `could not size the page area to ${size.width}x${size.height} (it is ${area.width}x${area.height})`);
   }
   return area;
 }

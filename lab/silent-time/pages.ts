@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { LabError } from '../errors';
 
 export interface PageSpec {
   /** short name for tables: the file name, or e.g. "gen-10k" */
@@ -73,7 +74,7 @@ export function generatePage(bytes: number, seed = 1): string {
   // pad to the exact size with spaces inside the last paragraph's closing area (before the tail)
   const pad = bytes - out.length - tail.length;
   out += ' '.repeat(Math.max(0, pad)) + tail;
-  if (Buffer.byteLength(out) !== bytes) throw new Error(`internal: generated ${Buffer.byteLength(out)} bytes instead of ${bytes}`);
+  if (Buffer.byteLength(out) !== bytes) throw new LabError('LAB_ERR_INTERNAL', `internal: generated ${Buffer.byteLength(out)} bytes instead of ${bytes}`);
   return out;
 }
 

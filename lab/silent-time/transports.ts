@@ -26,6 +26,7 @@ import { catpCommand, type ServerKind } from './origin';
 import { type FrameChange } from './frames';
 import { type PageFramesFile } from './page-frames';
 import { analyzeUpdates, CHROMIUM, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
+import { LabError } from '../errors';
 
 export interface LoadContext {
   link: Link;
@@ -97,7 +98,7 @@ function stockChromium(name: 'chromium' | 'h3'): Transport {
     },
     async load(ctx) {
       const authority = `${ctx.host}:${ctx.port}`;
-      if (h3 && !ctx.spki) throw new Error('h3: the origin has no certificate to trust (not an https origin)');
+      if (h3 && !ctx.spki) throw new LabError('LAB_ERR_NOT_HTTPS', 'h3: the origin has no certificate to trust (not an https origin)');
       const b = await launchChromium(ctx.link, h3
         ? { drop: ['--disable-quic'], add: ['--enable-quic', `--origin-to-force-quic-on=${authority}`, `--ignore-certificate-errors-spki-list=${ctx.spki!}`] }
         : undefined);
@@ -150,10 +151,10 @@ interface BrowseRecord {
 }
 
 function readFrames(file: string): PageFramesFile {
-  if (!fs.existsSync(file)) throw new Error('catp browse wrote no frames file (--frames)');
+  if (!fs.existsSync(file)) throw new LabError('LAB_ERR_BAD_FRAMES', 'catp browse wrote no frames file (--frames)');
   const f = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<PageFramesFile>;
-  if (f.version !== 1 || !Array.isArray(f.frames)) throw new Error(`${file} is not a frames file (version 1, frames[])`);
-  if (f.frames.length < 2) throw new Error(`catp browse captured ${f.frames.length} compositor frames`);
+  if (f.version !== 1 || !Array.isArray(f.frames)) throw new LabError('LAB_ERR_BAD_FRAMES', `${file} is not a frames file (version 1, frames[])`);
+  if (f.frames.length < 2) throw new LabError('LAB_ERR_BAD_FRAMES', `catp browse captured ${f.frames.length} compositor frames`);
   return f as PageFramesFile;
 }
 
@@ -173,8 +174,8 @@ export function framesAnalysis(f: PageFramesFile, realtimeMinusMonotonicNs: bigi
 
 function readRecord(file: string): BrowseRecord {
   const r = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<BrowseRecord>;
-  if (typeof r.requestAtEpochMs !== 'number' || !Array.isArray(r.updates)) throw new Error(`${file} is not a load record (requestAtEpochMs, updates[])`);
-  for (const u of r.updates) if (typeof u?.atEpochMs !== 'number') throw new Error(`${file}: an update without atEpochMs`);
+  if (typeof r.requestAtEpochMs !== 'number' || !Array.isArray(r.updates)) throw new LabError('LAB_ERR_BAD_RECORD', `${file} is not a load record (requestAtEpochMs, updates[])`);
+  for (const u of r.updates) if (typeof u?.atEpochMs !== 'number') throw new LabError('LAB_ERR_BAD_RECORD', `${file}: an update without atEpochMs`);
   return r as BrowseRecord;
 }
 
@@ -224,7 +225,7 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
     unavailable: browseUnavailable,
     async load(ctx) {
       const why = await browseUnavailable();
-      if (why) throw new Error(why);
+      if (why) throw new LabError('LAB_ERR_UNAVAILABLE', why);
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-record-'));
       const file = path.join(dir, 'record.json');
       const framesFile = path.join(dir, 'frames.json');
@@ -239,9 +240,9 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         // The page area gets the size of chromium's viewport, so every transport shows the same part of the page.
         const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--page-area', `${ctx.viewport.width}x${ctx.viewport.height}`, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
         const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
-        if (code !== 0) throw new Error(`catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
+        if (code !== 0) throw new LabError('LAB_ERR_BROWSE_FAILED', `catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
         const rec = readRecord(file);
-        if (rec.outcome && rec.outcome !== 'complete') throw new Error(`catp browse: load ${rec.outcome}${rec.error ? `: ${rec.error}` : ''}`);
+        if (rec.outcome && rec.outcome !== 'complete') throw new LabError('LAB_ERR_LOAD_FAILED', `catp browse: load ${rec.outcome}${rec.error ? `: ${rec.error}` : ''}`);
         const toNs = (ms: number) => BigInt(Math.round(ms * 1e6)) - ctx.link.realtimeMinusMonotonicNs;
         const updateNs = rec.updates.map((u) => toNs(u.atEpochMs)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
         const frames = readFrames(framesFile);

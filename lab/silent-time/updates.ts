@@ -34,6 +34,7 @@ import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { type Link } from '../link';
 import { frameChanges, type CapturedFrame, type FrameChange, type Rect } from './frames';
 import { longestGap } from './stats';
+import { LabError } from '../errors';
 
 export const CHROMIUM = CHROMIUM_PATH;
 
@@ -68,7 +69,7 @@ export interface LaunchedBrowser {
 /** Launches headless Chromium with a fresh profile, inside the link's client namespace when a link is given. */
 /** `flags`: flags to leave out of chromiumArgs() and to add (the h3 transport lets QUIC through). */
 export async function launchChromium(link?: Link, flags?: { drop: string[]; add: string[] }): Promise<LaunchedBrowser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium, or set CATP_CHROMIUM)`);
+  if (!fs.existsSync(CHROMIUM)) throw new LabError('LAB_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM} (apt-get install chromium, or set CATP_CHROMIUM)`);
   const { chromium } = await import('playwright-core');
   let dir: string | undefined;
   let executablePath = CHROMIUM;

@@ -664,7 +664,7 @@ function blockPayload(pieces: ReadonlyArray<[number, Uint8Array]>): Uint8Array {
     w.bytes(p);
   }
   const out = w.result();
-  if (out.length !== size) throw new Error('internal: block size');
+  if (out.length !== size) throw new LocalProtocolError(CATP_ERR.INTERNAL, 'block size');
   return out;
 }
 

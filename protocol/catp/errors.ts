@@ -82,6 +82,8 @@ export const CATP_ERR = {
   /** The index failed its digest too many times. */
   INDEX_CORRUPT: 'CATP_ERR_INDEX_CORRUPT',
   PAGE_DIGEST: 'CATP_ERR_PAGE_DIGEST',
+  /** A check of the encoder's own work failed (a bug of ours, never the peer's). */
+  INTERNAL: 'CATP_ERR_INTERNAL',
 } as const;
 
 /** Internal: thrown by decoders, caught at the receive boundary and turned into a counted reason. */

@@ -49,6 +49,11 @@ const cases: Array<[string, string, boolean]> = [
   ['cli/probe.ts', "import { DomOpApplier } from '../renderer/dom-ops'; export const x = DomOpApplier;", true],
   ['bench/probe.ts', "import { main } from '../cli/main'; export const x = main;", true],
   ['electron/probe.ts', "import { startServer } from '../server'; export const x = startServer;", true],
+  // errors carry a stable code: a bare Error is refused in every layer
+  ['app/probe.ts', "export const e = new Error('x');", true],
+  ['lab/probe.ts', "export const e = Error('x');", true],
+  ['protocol/probe.ts', "export const e = new Error('x');", true],
+  ['app/probe.ts', "import { HostError } from './errors'; export const e = new HostError('HOST_ERR_X', 'x');", false],
 ];
 
 let results: string[][];
