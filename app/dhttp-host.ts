@@ -3,7 +3,6 @@
 // moves bytes and time between the two.
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import diagnostics from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 
 import { Endpoint, realtimeNs, type EndpointCounters, type Incoming, type Peer } from '../native';
@@ -18,6 +17,7 @@ import {
   parseTarget,
 } from '../protocol/dhttp';
 import { HostError } from './errors';
+import { TypedChannel } from './typed-channel';
 import { ACCEPT_ENCODING, decodeContent } from './content-coding';
 import { httpStream, type HttpStreamHead } from './browser/http-stream';
 import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
@@ -29,16 +29,17 @@ import { CatpAssembler, type BlockInfo } from '../protocol/catp';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
-  request: diagnostics.channel('dhttp:request'),
-  response: diagnostics.channel('dhttp:response'),
-  resend: diagnostics.channel('dhttp:resend'),
-  fallback: diagnostics.channel('dhttp:fallback'),
-  dropped: diagnostics.channel('dhttp:dropped'),
-  frame: diagnostics.channel('catp:frame'),
+  request: new TypedChannel<{ url: string; requestId: string; atMs: number }>('dhttp:request'),
+  response: new TypedChannel<FetchResult>('dhttp:response'),
+  /** Resends, and the client's other retries (over TCP, a DTD decision sent again). */
+  resend: new TypedChannel<Extract<ClientEvent, { type: 'resend' | 'retry-over-tcp' | 'dtd-decision-resend' }>>('dhttp:resend'),
+  fallback: new TypedChannel<Extract<ClientEvent, { type: 'fallback' }>>('dhttp:fallback'),
+  dropped: new TypedChannel<Extract<ClientEvent, { type: 'dropped' }>>('dhttp:dropped'),
+  frame: new TypedChannel<{ requestId: string; record: FrameRecord }>('catp:frame'),
   /** One message per DTD-tracked fetch: its DtdOutcome (mode, decision, why, bytes saved). */
-  dtd: diagnostics.channel('dtd:decision'),
+  dtd: new TypedChannel<DtdOutcome>('dtd:decision'),
   /** One message per completed CATP load of a host with a store: its ReuseOutcome (blocks reused, bytes saved). */
-  reuse: diagnostics.channel('catp:reuse'),
+  reuse: new TypedChannel<ReuseOutcome>('catp:reuse'),
 } as const;
 
 export interface FetchOptions {

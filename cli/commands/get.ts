@@ -1,4 +1,3 @@
-import diagnostics from 'node:diagnostics_channel';
 import { createWriteStream } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 
@@ -100,22 +99,17 @@ export async function get(argv: string[], io: Io): Promise<number> {
   // in-order mode has no blocks and streamed answers no DTD: no store there
   const store = values['no-store'] || mode === 'inorder' ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
   const host = new DhttpHost(store ? { store } : {});
-  const subscriptions: [diagnostics.Channel, (message: unknown) => void][] = [
-    [channels.request, (m) => {
-      const { requestId } = m as { requestId: string };
-      log(`> ${values.method ?? 'GET'} ${url}  request id ${requestId}`);
-    }],
-    [channels.resend, (m) => {
-      const e = m as { type: string; attempt?: number; overTcp?: boolean };
+  const unsubscribe = [
+    channels.request.subscribe(({ requestId }) => log(`> ${values.method ?? 'GET'} ${url}  request id ${requestId}`)),
+    channels.resend.subscribe((e) => {
       if (e.type === 'resend') log(`! resend #${e.attempt} with the resend flag${e.overTcp ? ' over TCP' : ' over UDP'}`);
       else log(`! ${e.type}`);
-    }],
-    [channels.fallback, (m) => log(`! falling back to plain HTTP/1.1 over TCP (${(m as { reason: string }).reason})`)],
-    [channels.dropped, (m) => log(`! dropped input: ${JSON.stringify(m)}`)],
-    [channels.dtd, (m) => logDtd(m as DtdOutcome, log)],
-    [channels.reuse, (m) => logReuse(m as ReuseOutcome, log)],
+    }),
+    channels.fallback.subscribe((e) => log(`! falling back to plain HTTP/1.1 over TCP (${e.reason})`)),
+    channels.dropped.subscribe((e) => log(`! dropped input: ${JSON.stringify(e)}`)),
+    channels.dtd.subscribe((o) => logDtd(o, log)),
+    channels.reuse.subscribe((o) => logReuse(o, log)),
   ];
-  for (const [ch, fn] of subscriptions) ch.subscribe(fn);
   try {
     if (mode !== null) {
       const out = await loadStream(host, url, mode, { timeoutMs, rate, timeline: values.timeline, log });
@@ -138,7 +132,7 @@ export async function get(argv: string[], io: Io): Promise<number> {
         log(`  endpoint ${lane.bind} udp:${lane.udpPort} tcp:${lane.tcpPort}  ${nonZero.join(' ')}`);
       }
     }
-    for (const [ch, fn] of subscriptions) ch.unsubscribe(fn);
+    for (const off of unsubscribe) off();
     host.close();
     await host.flushStore(); // a CATP page's blocks are being stored: let them land before exiting
   }
