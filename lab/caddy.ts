@@ -12,22 +12,11 @@ import * as path from 'node:path';
 export const CADDY_MODULE = 'github.com/caddyserver/caddy/v2/cmd/caddy';
 export const CADDY_VERSION = 'v2.11.9';
 
-/** The repository root (package.json beside bin/catp.js), from this file's location. */
-function repoRoot(): string | null {
-  let dir = __dirname;
-  for (let i = 0; i < 6; i++) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'catp.js'))) return dir;
-    dir = path.dirname(dir);
-  }
-  return null;
-}
-
-/** The Caddy binary to run, or null (the h3 transport then says how to get one). */
-export function findCaddy(env: NodeJS.ProcessEnv = process.env): string | null {
+/** The Caddy binary to run, or null (the h3 transport then says how to get one). `root`: the repository's. */
+export function findCaddy(root: string, env: NodeJS.ProcessEnv = process.env): string | null {
   if (env.CATP_CADDY) return fs.existsSync(env.CATP_CADDY) ? env.CATP_CADDY : null;
-  const root = repoRoot();
-  const local = root ? path.join(root, '.tools', 'bin', 'caddy') : null;
-  if (local && fs.existsSync(local)) return local;
+  const local = path.join(root, '.tools', 'bin', 'caddy');
+  if (fs.existsSync(local)) return local;
   for (const dir of (env.PATH ?? '').split(path.delimiter)) {
     const p = path.join(dir, 'caddy');
     if (dir && fs.existsSync(p)) return p;

@@ -93,7 +93,7 @@ export async function startOrigin(link: Link, kind: ServerKind, root: string, po
   let dir: string | undefined;
   let spki: string | undefined;
   if (kind === 'caddy') {
-    const caddy = findCaddy();
+    const caddy = findCaddy(repoRoot());
     if (!caddy) throw new LabError('LAB_ERR_NO_CADDY', CADDY_HINT);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-caddy-'));
     const tls = makeCertificate(dir, link.serverAddress);

@@ -22,7 +22,7 @@ import * as path from 'node:path';
 
 import { CADDY_HINT, findCaddy } from '../caddy';
 import { type Link } from '../link';
-import { catpCommand, type ServerKind } from './origin';
+import { catpCommand, repoRoot, type ServerKind } from './origin';
 import { type FrameChange } from './frames';
 import { type PageFramesFile } from './page-frames';
 import { analyzeUpdates, CHROMIUM, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
@@ -94,7 +94,7 @@ function stockChromium(name: 'chromium' | 'h3'): Transport {
     ...(h3 ? { origin: 'caddy' as const, protocol: 'h3' } : {}),
     async unavailable() {
       if (!fs.existsSync(CHROMIUM)) return `Chromium not found at ${CHROMIUM}`;
-      return h3 && findCaddy() === null ? CADDY_HINT : null;
+      return h3 && findCaddy(repoRoot()) === null ? CADDY_HINT : null;
     },
     async load(ctx) {
       const authority = `${ctx.host}:${ctx.port}`;

@@ -8,12 +8,13 @@ import { PassThrough } from 'node:stream';
 
 import { silentTime } from '../../cli/commands/silent-time';
 import { CADDY_MODULE, CADDY_VERSION, findCaddy } from '../../lab/caddy';
+import { repoRoot } from '../../lab/silent-time/origin';
 import { type JsonReport } from '../../lab/silent-time/report';
 import { type LoadResult } from '../../lab/silent-time/run';
 import { testIf } from '../helpers/requires';
 import { requireLab } from './helpers';
 
-const withCaddy = testIf(findCaddy() !== null, 'Caddy (npm run lab:caddy)');
+const withCaddy = testIf(findCaddy(repoRoot()) !== null, 'Caddy (npm run lab:caddy)');
 
 describe('h3 transport', () => {
   jest.setTimeout(180_000);
