@@ -9,7 +9,7 @@
 import * as dgram from 'dgram';
 import * as net from 'net';
 import { createHash, randomBytes } from 'crypto';
-import { AddressTokens, AmplificationBudget, RETRY_TOKEN, TOKEN_ANSWER_BYTES, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
+import { AddressTokens, AmplificationBudget, RETRY_TOKEN, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
 import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
 import { CodedBodyCache, codeResponse } from './content-coding';
@@ -158,6 +158,8 @@ export interface DhttpServer {
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+/** The "ask again with this token" answer is about 130 bytes (ID included); room kept for it in a first flight. */
+const TOKEN_ANSWER_BYTES = 160;
 
 function errorCode(e: unknown): string {
   if (e && typeof e === 'object' && 'code' in e && typeof (e as { code: unknown }).code === 'string') {

@@ -8,10 +8,8 @@
 //
 // Stateless on the server (any token it issued in the current or the previous bucket checks out against the
 // source address alone), cached per origin on the client. A client that has no token pads its request
-// datagram with a Catp-Pad header, so a first answer fits the 3× budget: to MIN_UNPROVEN_REQUEST_BYTES for an
-// ordinary request (a small answer in one go), to MIN_UNPROVEN_STREAM_REQUEST_BYTES for a stream (the token answer
-// and one frame, the top of the page; the rest follows the proof). Sans-IO: the key, sha-256 and the time come in.
-import { MAX_DATAGRAM_PAYLOAD } from './wire';
+// datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a small first answer fits the 3× budget.
+// Sans-IO: the key, sha-256 and the time come in.
 
 export const TOKEN_HEADER = 'Catp-Token';
 export const PAD_HEADER = 'Catp-Pad';
@@ -19,15 +17,6 @@ export const PAD_HEADER = 'Catp-Pad';
 export const AMPLIFICATION_FACTOR = 3;
 /** A request datagram without a token is padded to this size (QUIC pads its first flight to 1200 bytes). */
 export const MIN_UNPROVEN_REQUEST_BYTES = 1200;
-/** The server's "ask again with this token" answer, ID included, is at most this long (about 130 bytes). */
-export const TOKEN_ANSWER_BYTES = 160;
-/**
- * A stream request (Catp-Mode) without a token is padded to this size only: 3× it holds the token answer and one
- * full frame. Every byte of padding crosses the client's uplink before the server can answer at all (1,200 bytes
- * take 120 ms at 10,000 B/s, where TCP's SYN takes 6), and for a stream the proof follows one round trip later
- * anyway; one frame in the first flight is the top of the page (measured: docs/results-real-pages.md).
- */
-export const MIN_UNPROVEN_STREAM_REQUEST_BYTES = Math.ceil((TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD) / AMPLIFICATION_FACTOR);
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
 export const RETRY_TOKEN = 'token';
 

@@ -19,7 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, MIN_UNPROVEN_STREAM_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER } from './address-validation';
+import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 
 export interface DhttpClientOptions {
@@ -701,9 +701,8 @@ export class DhttpClient {
   }
 
   /**
-   * The request as a datagram carries it: with the origin's address token, or, without one, padded so that the
-   * server may answer within 3× what it received: to MIN_UNPROVEN_REQUEST_BYTES (a small response in one go), or for
-   * a stream (Catp-Mode) to MIN_UNPROVEN_STREAM_REQUEST_BYTES (the token answer and the first frame).
+   * The request as a datagram carries it: with the origin's address token, or, without one, padded to
+   * MIN_UNPROVEN_REQUEST_BYTES so that the server may answer a small response (3× what it received).
    */
   private udpHttp(req: Req): Uint8Array {
     const { path, headers, body } = req.parts;
@@ -714,8 +713,7 @@ export class DhttpClient {
       return req.http;
     }
     const padHeader = PAD_HEADER.length + 4; // "Catp-Pad: " + value + CRLF
-    const stream = headers.some(([name]) => name.toLowerCase() === 'catp-mode');
-    const pad = (stream ? MIN_UNPROVEN_STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) - (11 + req.http.length + padHeader);
+    const pad = MIN_UNPROVEN_REQUEST_BYTES - (11 + req.http.length + padHeader);
     if (pad <= 0) return req.http;
     return serializeRequest({ method: req.method, target: path, headers: [...headers, [PAD_HEADER, 'x'.repeat(pad)]], body });
   }

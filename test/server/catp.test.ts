@@ -23,7 +23,6 @@ import {
   type HttpResponse,
 } from '../../protocol/dhttp';
 import { DhttpResponseStream } from '../../protocol/dhttp/stream';
-import { MIN_UNPROVEN_REQUEST_BYTES, MIN_UNPROVEN_STREAM_REQUEST_BYTES, TOKEN_ANSWER_BYTES } from '../../protocol/dhttp/address-validation';
 import { brotliCodec, CatpAssembler, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
 
 jest.setTimeout(30_000);
@@ -103,13 +102,11 @@ interface FetchOptions {
   /** Resolve as soon as the request is sent (the transfer continues in the background). */
   noWait?: boolean;
   /**
-   * First contact (no token yet; the request padded, by default to 1200 bytes). On the server's
+   * First contact (no token yet; the request padded to 1200 bytes as a DHTTP client pads it). On the server's
    * `421 … token` answer: 'answer' repeats the request with the token after `proofDelayMs`; 'ignore-first' drops
    * the first such answer (lost) and answers the next; 'never' never proves the address.
    */
   firstContact?: 'answer' | 'ignore-first' | 'never';
-  /** first contact: the request padded to this many bytes (default 1,200; a DHTTP client pads a stream to MIN_UNPROVEN_STREAM_REQUEST_BYTES) */
-  padTo?: number;
   proofDelayMs?: number;
 }
 
@@ -195,16 +192,15 @@ class CatpClient {
     return new Promise((resolve, reject) => this.udp.send(bytes, this.server.port, '127.0.0.1', (e) => (e ? reject(e) : resolve())));
   }
 
-  /** `pad`: pad a request without a token as a DHTTP client pads its first contact (true: to 1,200 bytes). */
-  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: boolean | number } = {}): Promise<Uint8Array> {
+  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: boolean } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
     const build = (extra: [string, string][]) => {
       const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers, ...extra], body: new Uint8Array(0) });
       return encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http });
     };
     let d = build(this.token ? [['Catp-Token', this.token]] : []);
-    const padTo = opts.pad === true ? MIN_UNPROVEN_REQUEST_BYTES : opts.pad || 0;
-    if (!this.token && padTo > 0) d = build([['Catp-Pad', 'x'.repeat(Math.max(1, padTo - d.length - 'Catp-Pad: \r\n'.length))]]);
+    // padded as a DHTTP client pads its first contact: to 1200 bytes
+    if (!this.token && opts.pad) d = build([['Catp-Pad', 'x'.repeat(1200 - d.length - 'Catp-Pad: \r\n'.length)]]);
     this.lastRequestBytes = d.length;
     return this.send(d).then(() => id);
   }
@@ -317,7 +313,7 @@ class CatpClient {
         pump();
       };
       if (first !== undefined) this.token = null;
-      this.request(target, headers, { id, method: opts.method, resend: opts.resend, pad: first !== undefined ? (opts.padTo ?? true) : false })
+      this.request(target, headers, { id, method: opts.method, resend: opts.resend, pad: first !== undefined })
         .then(() => {
           if (beforeProof !== undefined) beforeProof.requestBytes = this.lastRequestBytes;
           asm.start(performance.now());
@@ -666,42 +662,6 @@ describe("first contact: an unproven address gets its session's first flight, th
       expect(c.catpProven).toBe(1);
       expect(c.catpUnprovenExpired).toBe(0);
       expect(c.tokenRetries).toBe(b.tokenAnswers);
-    } finally {
-      client.close();
-      await server.close();
-    }
-  });
-
-  test.each(['catp', 'inorder'])('%s: padded as the DHTTP client pads a stream (the token answer and one frame): the top of the page before the proof, the rest after it', async (mode) => {
-    const server = await startServer({ root, rng: seededRng(15) });
-    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
-    try {
-      const page = pages[1];
-      const r = await client.fetch(`/${page.name}`, { mode, firstContact: 'answer', proofDelayMs: 300, padTo: MIN_UNPROVEN_STREAM_REQUEST_BYTES });
-      if (mode === 'catp') expect(r.html).toBe(expectedTree(page.bytes));
-      else expect(r.bytes!.equals(page.bytes)).toBe(true);
-      const b = r.beforeProof!;
-      expect(b.requestBytes).toBe(MIN_UNPROVEN_STREAM_REQUEST_BYTES);
-      expect(b.frames).toBeGreaterThanOrEqual(1); // the first frame came in the first round trip
-      expect(b.bytes).toBeLessThanOrEqual(3 * b.sentBytes);
-      expect(r.framesReceived).toBeGreaterThan(b.frames + 5);
-      expect(server.counters().catpUnprovenStarts).toBe(1);
-      expect(server.counters().catpProven).toBe(1);
-    } finally {
-      client.close();
-      await server.close();
-    }
-  });
-
-  test('the token answer fits the room a first flight keeps for it', async () => {
-    const server = await startServer({ root, rng: seededRng(16) });
-    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
-    try {
-      const id = await client.request(`/${pages[1].name}`, [['Catp-Mode', 'catp']], { pad: MIN_UNPROVEN_STREAM_REQUEST_BYTES });
-      const hex = idToHex(id);
-      await waitFor(() => client.responses.some((d) => d.length >= 8 && idToHex(d.subarray(0, 8)) === hex), 'the token answer');
-      const answer = client.responses.find((d) => idToHex(d.subarray(0, 8)) === hex)!;
-      expect(answer.length).toBeLessThanOrEqual(TOKEN_ANSWER_BYTES);
     } finally {
       client.close();
       await server.close();

@@ -1,8 +1,7 @@
 // Streamed requests (RequestInit.streamed): the answer may be a run of non-HTTP datagrams (CATP frames).
 import { serializeResponse } from '../../../protocol/dhttp/http1';
 import { DhttpClient, type ClientAction, type ClientEvent } from '../../../protocol/dhttp/client';
-import { decodeRequest, encodeResponse, hexToId, MAX_DATAGRAM_PAYLOAD } from '../../../protocol/dhttp/wire';
-import { AMPLIFICATION_FACTOR, MIN_UNPROVEN_REQUEST_BYTES, MIN_UNPROVEN_STREAM_REQUEST_BYTES, TOKEN_ANSWER_BYTES } from '../../../protocol/dhttp/address-validation';
+import { decodeRequest, encodeResponse, hexToId } from '../../../protocol/dhttp/wire';
 
 const SERVER = { address: '127.0.0.1', port: 8080 };
 
@@ -87,18 +86,6 @@ describe("first contact: a stream's first flight comes unproven (address validat
     encodeResponse(hexToId(idHex), serializeResponse({ status: 421, reason: 'Misdirected Request', headers: [['DHTTP-Retry', 'token'], ['Catp-Token', token], ['Content-Length', '0']], body: new Uint8Array(0) }));
   const sentRequests = (actions: ClientAction[]) =>
     actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => new TextDecoder().decode(decodeRequest(a.data).http));
-
-  test('padded for its first flight only: a stream request to the token answer and one frame, an ordinary one to 1,200 bytes', () => {
-    const c = client();
-    c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
-    c.request({ url: 'dhttp://127.0.0.1:8080/inorder.html', headers: [['Catp-Mode', 'inorder']], streamed: true }, 0);
-    c.request({ url: 'dhttp://127.0.0.1:8080/small.html' }, 0);
-    const sizes = drain(c).actions.filter((a) => a.type === 'send-datagram').map((a) => (a as Extract<ClientAction, { type: 'send-datagram' }>).data.length);
-    expect(sizes).toEqual([MIN_UNPROVEN_STREAM_REQUEST_BYTES, MIN_UNPROVEN_STREAM_REQUEST_BYTES, MIN_UNPROVEN_REQUEST_BYTES]);
-    // what 3× the stream's request allows: the token answer and one full frame, no more
-    expect(AMPLIFICATION_FACTOR * MIN_UNPROVEN_STREAM_REQUEST_BYTES).toBeGreaterThanOrEqual(TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD);
-    expect(AMPLIFICATION_FACTOR * (MIN_UNPROVEN_STREAM_REQUEST_BYTES - 1)).toBeLessThan(TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD);
-  });
 
   test('the token answer first (the usual order): the request again with the token; frames then stop the resend timer', () => {
     const c = client();
