@@ -1,10 +1,4 @@
+import { CodedError } from '../protocol/errors';
+
 /** Failures of the host itself (not of the protocol, not of the peer). Codes are stable: HOST_ERR_*. */
-export class HostError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'HostError';
-  }
-}
+export class HostError extends CodedError {}

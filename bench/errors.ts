@@ -1,10 +1,4 @@
+import { CodedError } from '../protocol/errors';
+
 /** Failures of a benchmark run (bad arguments, a part that did not start). Codes are stable: BENCH_ERR_*. */
-export class BenchError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'BenchError';
-  }
-}
+export class BenchError extends CodedError {}

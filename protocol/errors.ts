@@ -30,6 +30,20 @@ export class LocalProtocolError extends ProtocolError {}
 /** The peer sent something that violates the protocol; the connection or datagram should be dropped. */
 export class RemoteProtocolError extends ProtocolError {}
 
+/**
+ * A failure outside the protocol with a stable `code` (the message is for humans): the base of each layer's own
+ * class (app's HostError, server's ServerError, lab's LabError, bench's BenchError), so that none is written twice.
+ */
+export class CodedError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
 /** True for any error class defined by protocol/ (what a decoder is allowed to throw). */
 export function isProtocolError(e: unknown): e is ProtocolError {
   return e instanceof ProtocolError;

@@ -102,10 +102,6 @@ export class PageNames {
 
   /** A URL a loaded resource (a stylesheet at `base`) names. */
   addFrom(raw: string, base: string): void {
-    if (this.names.size >= MAX_PAGE_NAMES) {
-      this.dropped++;
-      return;
-    }
     this.keep(normal(raw, base));
   }
 
@@ -139,7 +135,9 @@ export class PageNames {
   }
 
   private keep(n: string | null): void {
-    if (n !== null && this.names.size < MAX_PAGE_NAMES) this.names.add(n);
+    if (n === null || this.names.has(n)) return;
+    if (this.names.size >= MAX_PAGE_NAMES) this.dropped++;
+    else this.names.add(n);
   }
 }
 

@@ -67,7 +67,7 @@ interface Up {
 function buildChildDir(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-lab-child-'));
   fs.chmodSync(dir, 0o755);
-  for (const rel of ['lab/link.ts', 'lab/errors.ts', 'test/lab/programs.ts', 'test/lab/orchestrator-child.ts']) {
+  for (const rel of ['lab/link.ts', 'lab/errors.ts', 'protocol/errors.ts', 'test/lab/programs.ts', 'test/lab/orchestrator-child.ts']) {
     const out = ts.transpileModule(fs.readFileSync(path.join(root, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
     }).outputText;
