@@ -6,9 +6,9 @@
 // kernel receive timestamp (CLOCK_REALTIME ns), on the same clock as the CATP frames' — the network floor of
 // a tcp load is then measured the same way. One endpoint per stream, closed at the end.
 //
-// The response is untrusted: the head is bounded (16 KiB, 100 fields), Content-Length / chunked / close-
-// delimited bodies are decoded strictly, the body is bounded (maxBodyBytes), and any violation ends the
-// stream with a named error (HTTP_ERR_*), never a throw out of the callback.
+// The response is untrusted: it is read by the protocol's HTTP/1.1 parser (head bounded to 16 KiB and 100
+// fields, Content-Length / chunked / close-delimited bodies decoded strictly, the body bounded by maxBodyBytes),
+// and any violation ends the stream with a named error (HTTP_ERR_*), never a throw out of the callback.
 import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -16,7 +16,8 @@ import * as tls from 'node:tls';
 import * as zlib from 'node:zlib';
 
 import { Endpoint, realtimeNs, type Incoming } from '../../native';
-import { parseTarget } from '../../protocol/dhttp';
+import { parseTarget, serializeRequest, StreamingResponseParser } from '../../protocol/dhttp';
+import { CodedError, ProtocolError } from '../../protocol/errors';
 import { ACCEPT_ENCODING, codingsOf } from '../content-coding';
 
 export interface HttpStreamHead {
@@ -33,204 +34,68 @@ export interface HttpStreamHandlers {
   onError(err: HttpStreamError): void;
 }
 
-export class HttpStreamError extends Error {
-  constructor(readonly code: string, message: string) {
-    super(message);
-    this.name = 'HttpStreamError';
-  }
-}
+/** A stream that failed, with a stable `code` (HTTP_ERR_...). */
+export class HttpStreamError extends CodedError {}
 
-const MAX_HEAD = 16 * 1024;
-const MAX_FIELDS = 100;
-const MAX_CHUNK_LINE = 4096;
-const CRLF = Buffer.from('\r\n');
-
-type BodyMode = { kind: 'length'; left: number } | { kind: 'chunked' } | { kind: 'eof' } | { kind: 'none' };
-
-/** Incremental response decoder (sans-IO: bytes in, callbacks out). */
+/**
+ * The response decoder of a stream: protocol/dhttp/http1.ts's StreamingResponseParser (the one HTTP/1.1 parser),
+ * with the receive time of the bytes that fed each event, and its errors as HttpStreamError.
+ */
 export class StreamingResponseDecoder {
-  private buf: Buffer = Buffer.alloc(0);
-  private head: HttpStreamHead | null = null;
-  private body: BodyMode | null = null;
-  private chunkLeft = -1; // -1: reading a chunk-size line; >0: data; 0: CRLF after data
-  private trailers = false;
-  private received = 0;
+  private readonly parser: StreamingResponseParser;
   done = false;
   failed: HttpStreamError | null = null;
 
   constructor(
     private readonly h: Pick<HttpStreamHandlers, 'onHead' | 'onData' | 'onEnd'>,
-    private readonly maxBodyBytes = 64 * 1024 * 1024,
-    private readonly method = 'GET',
-  ) {}
+    maxBodyBytes = 64 * 1024 * 1024,
+    method = 'GET',
+  ) {
+    this.parser = new StreamingResponseParser({ maxBodyBytes, method });
+  }
 
   push(data: Uint8Array, rxNs: bigint): void {
     if (this.done || this.failed) return;
-    try {
-      this.buf = this.buf.length === 0 ? Buffer.from(data) : Buffer.concat([this.buf, data]);
-      this.run(rxNs);
-    } catch (e) {
-      this.failed = e instanceof HttpStreamError ? e : new HttpStreamError('HTTP_ERR_INTERNAL', String(e));
-      throw this.failed;
-    }
+    this.guard(() => {
+      this.parser.push(data);
+      this.drain(rxNs);
+    });
   }
 
   /** The connection ended. Completes a close-delimited body; otherwise an error if mid-message. */
   end(): void {
     if (this.done || this.failed) return;
-    if (this.body?.kind === 'eof') {
-      this.finish();
-      return;
-    }
-    this.failed = new HttpStreamError('HTTP_ERR_TRUNCATED', 'the connection ended inside the response');
-    throw this.failed;
+    this.guard(() => {
+      this.parser.end();
+      this.drain(0n);
+      if (!this.done) throw new HttpStreamError('HTTP_ERR_TRUNCATED', 'the connection ended inside the response');
+    });
   }
 
-  private finish(): void {
-    this.done = true;
-    this.h.onEnd();
-  }
-
-  private deliver(bytes: Buffer, rxNs: bigint): void {
-    if (bytes.length === 0) return;
-    this.received += bytes.length;
-    if (this.received > this.maxBodyBytes) throw new HttpStreamError('HTTP_ERR_BODY_TOO_LARGE', `body over ${this.maxBodyBytes} bytes`);
-    this.h.onData(new Uint8Array(bytes), rxNs);
-  }
-
-  private run(rxNs: bigint): void {
-    if (this.head === null) {
-      const end = this.buf.indexOf('\r\n\r\n');
-      if (end < 0) {
-        if (this.buf.length > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'response head over 16 KiB');
-        return;
-      }
-      if (end + 4 > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'response head over 16 KiB');
-      const text = this.buf.subarray(0, end).toString('latin1');
-      this.buf = this.buf.subarray(end + 4);
-      const head = parseHead(text);
-      if (head.status >= 100 && head.status < 200) {
-        // interim response: skip it and read the next head
-        return this.run(rxNs);
-      }
-      this.head = head;
-      this.body = bodyMode(head, this.method);
-      this.h.onHead(head);
-      if (this.body.kind === 'none') {
-        this.finish();
-        return;
-      }
-    }
-    const body = this.body!;
-    if (body.kind === 'eof') {
-      const b = this.buf;
-      this.buf = Buffer.alloc(0);
-      this.deliver(b, rxNs);
-      return;
-    }
-    if (body.kind === 'length') {
-      const take = this.buf.subarray(0, Math.min(body.left, this.buf.length));
-      this.buf = this.buf.subarray(take.length);
-      body.left -= take.length;
-      this.deliver(take, rxNs);
-      if (body.left === 0) {
-        if (this.buf.length > 0) throw new HttpStreamError('HTTP_ERR_TRAILING_DATA', 'bytes after the response');
-        this.finish();
-      }
-      return;
-    }
-    // chunked
-    for (;;) {
-      if (this.trailers) {
-        const end = this.buf.indexOf(CRLF);
-        if (end < 0) {
-          if (this.buf.length > MAX_HEAD) throw new HttpStreamError('HTTP_ERR_HEADER_TOO_LARGE', 'trailers too large');
-          return;
-        }
-        const line = this.buf.subarray(0, end);
-        this.buf = this.buf.subarray(end + 2);
-        if (line.length === 0) {
-          this.finish();
-          return;
-        }
-        continue;
-      }
-      if (this.chunkLeft === -1) {
-        const end = this.buf.indexOf(CRLF);
-        if (end < 0) {
-          if (this.buf.length > MAX_CHUNK_LINE) throw new HttpStreamError('HTTP_ERR_CHUNK_LINE_TOO_LONG', 'chunk-size line too long');
-          return;
-        }
-        const line = this.buf.subarray(0, end).toString('latin1');
-        this.buf = this.buf.subarray(end + 2);
-        const m = /^([0-9A-Fa-f]{1,8})[ \t]*(;.*)?$/.exec(line);
-        if (!m) throw new HttpStreamError('HTTP_ERR_BAD_CHUNK', 'bad chunk-size line');
-        const size = parseInt(m[1]!, 16);
-        if (size === 0) {
-          this.trailers = true;
-          continue;
-        }
-        if (this.received + size > this.maxBodyBytes) throw new HttpStreamError('HTTP_ERR_BODY_TOO_LARGE', `body over ${this.maxBodyBytes} bytes`);
-        this.chunkLeft = size;
-        continue;
-      }
-      if (this.chunkLeft > 0) {
-        if (this.buf.length === 0) return;
-        const take = this.buf.subarray(0, Math.min(this.chunkLeft, this.buf.length));
-        this.buf = this.buf.subarray(take.length);
-        this.chunkLeft -= take.length;
-        this.deliver(take, rxNs);
-        continue;
-      }
-      // chunkLeft === 0: the CRLF after the data
-      if (this.buf.length < 2) return;
-      if (this.buf[0] !== 13 || this.buf[1] !== 10) throw new HttpStreamError('HTTP_ERR_BAD_CHUNK', 'no CRLF after chunk data');
-      this.buf = this.buf.subarray(2);
-      this.chunkLeft = -1;
+  private guard(run: () => void): void {
+    try {
+      run();
+    } catch (e) {
+      this.failed =
+        e instanceof HttpStreamError
+          ? e
+          : e instanceof ProtocolError
+            ? new HttpStreamError(e.code, e.message.replace(`${e.code}: `, ''))
+            : new HttpStreamError('HTTP_ERR_INTERNAL', String(e));
+      throw this.failed;
     }
   }
-}
 
-function parseHead(text: string): HttpStreamHead {
-  if (/[^\r]\n|^\n/.test(text) || /\r(?!\n)/.test(text)) throw new HttpStreamError('HTTP_ERR_BARE_LF', 'bare CR or LF in the head');
-  const lines = text.split('\r\n');
-  const m = /^HTTP\/1\.[01] ([1-9][0-9]{2})(?: ([\t\x20-\x7e\x80-\xff]*))?$/.exec(lines[0]!);
-  if (!m) throw new HttpStreamError('HTTP_ERR_BAD_STATUS_LINE', 'bad status line');
-  if (lines.length - 1 > MAX_FIELDS) throw new HttpStreamError('HTTP_ERR_TOO_MANY_HEADERS', 'too many header fields');
-  const headers: [string, string][] = [];
-  for (const line of lines.slice(1)) {
-    const i = line.indexOf(':');
-    const name = i > 0 ? line.slice(0, i) : '';
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new HttpStreamError('HTTP_ERR_BAD_HEADER', 'bad header field');
-    headers.push([name, line.slice(i + 1).trim()]);
-  }
-  return { status: Number(m[1]), reason: m[2] ?? '', headers };
-}
-
-function header(head: HttpStreamHead, name: string): string[] {
-  return head.headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
-}
-
-function bodyMode(head: HttpStreamHead, method: string): BodyMode {
-  if (method === 'HEAD' || head.status === 204 || head.status === 304) return { kind: 'none' };
-  const te = header(head, 'transfer-encoding');
-  const cl = header(head, 'content-length');
-  if (te.length > 0) {
-    if (cl.length > 0) throw new HttpStreamError('HTTP_ERR_CL_TE_CONFLICT', 'both Content-Length and Transfer-Encoding');
-    const codings = te.join(',').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
-    if (codings[codings.length - 1] !== 'chunked' || codings.length !== 1) {
-      throw new HttpStreamError('HTTP_ERR_BAD_TRANSFER_ENCODING', `unsupported transfer coding ${te.join(',')}`);
+  private drain(rxNs: bigint): void {
+    for (let ev = this.parser.next(); ev !== null && !this.done; ev = this.parser.next()) {
+      if (ev.type === 'head') this.h.onHead({ status: ev.response.status, reason: ev.response.reason, headers: ev.response.headers });
+      else if (ev.type === 'data') this.h.onData(ev.bytes, rxNs);
+      else {
+        this.done = true;
+        this.h.onEnd();
+      }
     }
-    return { kind: 'chunked' };
   }
-  if (cl.length > 0) {
-    const values = new Set(cl.join(',').split(',').map((s) => s.trim()));
-    const [v] = [...values];
-    if (values.size !== 1 || !/^[0-9]{1,15}$/.test(v!)) throw new HttpStreamError('HTTP_ERR_BAD_CONTENT_LENGTH', 'bad Content-Length');
-    const n = Number(v);
-    return n === 0 ? { kind: 'none' } : { kind: 'length', left: n };
-  }
-  return { kind: 'eof' };
 }
 
 export interface HttpStreamOptions {
@@ -342,7 +207,12 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
   );
   const defaultPort = target.scheme === 'https' ? 443 : 80;
   const hostHeader = target.port === defaultPort ? target.host : `${target.host}:${target.port}`;
-  const request = Buffer.from(`GET ${target.path} HTTP/1.1\r\nHost: ${hostHeader}\r\nAccept: text/html,*/*\r\nAccept-Encoding: ${ACCEPT_ENCODING}\r\nConnection: close\r\nUser-Agent: catp-browser\r\n\r\n`, 'latin1');
+  const request = serializeRequest({
+    method: 'GET',
+    target: target.path,
+    headers: [['Host', hostHeader], ['Accept', 'text/html,*/*'], ['Accept-Encoding', ACCEPT_ENCODING], ['Connection', 'close'], ['User-Agent', 'catp-browser']],
+    body: new Uint8Array(0),
+  });
   /** Bytes from the server, with their receive time: into the decoder; a violation ends the stream. */
   const received = (data: Uint8Array, rxNs: bigint) => {
     if (settled) return;
@@ -388,7 +258,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
 }
 
 /** Plain TCP through the native endpoint: every segment batch carries its kernel receive time. */
-function tcpConnect(address: string, port: number, request: Buffer, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): { close: () => void; abort: () => void } {
+function tcpConnect(address: string, port: number, request: Uint8Array, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): { close: () => void; abort: () => void } {
   const loopback = address === '::1' || address.startsWith('127.');
   const bind = loopback ? address : address.includes(':') ? '::' : '0.0.0.0';
   let conn = -1;
@@ -426,7 +296,7 @@ function tcpConnect(address: string, port: number, request: Buffer, received: (d
  * decrypted bytes arrive (no kernel timestamps through TLS). A certificate that does not check out ends the
  * stream with a code that says why (expired, wrong name, unknown issuer): never a silent bypass.
  */
-function tlsConnect(address: string, name: string, port: number, request: Buffer, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): tls.TLSSocket {
+function tlsConnect(address: string, name: string, port: number, request: Uint8Array, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): tls.TLSSocket {
   const sock = tls.connect({
     host: address,
     port,

@@ -290,7 +290,17 @@ export interface ParserHooks<P> {
   skipInterim: boolean;
   /** Skip empty lines before a request line (RFC 9112 2.2). */
   skipLeadingCrlf: boolean;
+  /**
+   * Hand the message out as events as it arrives (head, body chunks, end: StreamingResponseParser) instead of
+   * whole messages; the body limit still applies to the bytes handed out.
+   */
+  streamBody?: boolean;
+  /** One message only (a `Connection: close` exchange): bytes after it are HTTP_ERR_TRAILING_DATA. */
+  oneMessage?: boolean;
 }
+
+/** A response as it arrives (StreamingResponseParser): its head (body empty), body chunks in order, its end. */
+export type ResponseEvent = { type: 'head'; response: HttpResponse } | { type: 'data'; bytes: Uint8Array } | { type: 'end' };
 
 export interface Parsed<P> {
   prefix: P;
@@ -309,12 +319,14 @@ type State =
   | 'trailers'
   | 'eof-body'
   | 'closed'
+  | 'done'
   | 'dead';
 
 /** Incremental HTTP/1.1 message parser core. Use RequestParser / ResponseParser / the DHTTP streams. */
 export class Http1Core<P> {
   private readonly buf = new ByteQueue();
   private readonly out: Parsed<P>[] = [];
+  private readonly events: ResponseEvent[] = [];
   private state: State;
   private error: ProtocolError | null = null;
   private ended = false;
@@ -346,7 +358,7 @@ export class Http1Core<P> {
 
   /** Bytes held but not yet part of a complete message (bounded by the limits). */
   get bufferedBytes(): number {
-    return this.buf.length + this.bodyLength;
+    return this.buf.length + (this.hooks.streamBody ? 0 : this.bodyLength);
   }
 
   /** The error that poisoned this parser, or null. */
@@ -356,12 +368,16 @@ export class Http1Core<P> {
 
   /** True when no partial message is buffered (a clean place for the connection to end). */
   get idle(): boolean {
-    return this.buf.length === 0 && (this.state === 'head' || this.state === 'prefix' || this.state === 'closed') && this.head === null;
+    return this.buf.length === 0 && (this.state === 'head' || this.state === 'prefix' || this.state === 'closed' || this.state === 'done') && this.head === null;
   }
 
   push(data: Uint8Array): void {
     if (this.ended) throw new LocalProtocolError('HTTP_ERR_AFTER_EOF', 'push() after end()');
     if (this.state === 'dead') return;
+    if (this.state === 'done') {
+      if (data.length > 0) this.poison(new HttpParseError('HTTP_ERR_TRAILING_DATA', 'bytes after the response'));
+      return;
+    }
     if (this.state === 'closed') {
       if (data.length > 0) this.poison(new HttpParseError('HTTP_ERR_DATA_AFTER_CLOSE', 'bytes after a close-delimited response'));
       return;
@@ -374,13 +390,21 @@ export class Http1Core<P> {
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    if (this.state === 'dead' || this.state === 'closed') return;
+    if (this.state === 'dead' || this.state === 'closed' || this.state === 'done') return;
     if (this.state === 'eof-body') {
       this.finish();
       this.state = 'closed';
       return;
     }
     if (!this.idle) this.poison(new HttpParseError('HTTP_ERR_TRUNCATED', 'connection ended inside a message'));
+  }
+
+  /** The next event of a streamed message (hooks.streamBody), null if none yet; throws the error that poisoned the parser. */
+  nextEvent(): ResponseEvent | null {
+    const ev = this.events.shift();
+    if (ev !== undefined) return ev;
+    if (this.error !== null) throw this.error;
+    return null;
   }
 
   next(): Parsed<P> | null {
@@ -450,9 +474,7 @@ export class Http1Core<P> {
       case 'body': {
         const n = Math.min(this.remaining, this.buf.length);
         if (n === 0) return false;
-        this.bodyParts.push(this.buf.take(n));
-        this.offset += n;
-        this.bodyLength += n;
+        this.takeBody(n);
         this.remaining -= n;
         if (this.remaining === 0) this.finish();
         return true;
@@ -482,9 +504,7 @@ export class Http1Core<P> {
       case 'chunk-data': {
         const n = Math.min(this.remaining, this.buf.length);
         if (n === 0) return false;
-        this.bodyParts.push(this.buf.take(n));
-        this.offset += n;
-        this.bodyLength += n;
+        this.takeBody(n);
         this.remaining -= n;
         if (this.remaining === 0) this.state = 'chunk-data-crlf';
         return true;
@@ -518,15 +538,25 @@ export class Http1Core<P> {
         const n = this.buf.length;
         if (n === 0) return false;
         if (n > this.maxBodyBytes - this.bodyLength) fail('HTTP_ERR_BODY_TOO_LARGE', `body exceeds ${this.maxBodyBytes}`);
-        this.bodyParts.push(this.buf.take(n));
-        this.offset += n;
-        this.bodyLength += n;
+        this.takeBody(n);
         return false;
       }
+      case 'done':
+        if (this.buf.length > 0) fail('HTTP_ERR_TRAILING_DATA', 'bytes after the response');
+        return false;
       case 'closed':
       case 'dead':
         return false;
     }
+  }
+
+  /** Moves n body bytes out of the buffer: kept for the whole message, or handed out at once when streaming. */
+  private takeBody(n: number): void {
+    const bytes = this.buf.take(n);
+    if (this.hooks.streamBody) this.events.push({ type: 'data', bytes });
+    else this.bodyParts.push(bytes);
+    this.offset += n;
+    this.bodyLength += n;
   }
 
   private stepHead(): boolean {
@@ -574,6 +604,9 @@ export class Http1Core<P> {
     this.head = head;
     this.bodyParts = [];
     this.bodyLength = 0;
+    if (this.hooks.streamBody && this.hooks.kind === 'response') {
+      this.events.push({ type: 'head', response: { status: head.status as number, reason: head.reason as string, headers: head.headers, body: new Uint8Array(0), version: head.version } });
+    }
     switch (framing.kind) {
       case 'none':
         this.finish();
@@ -594,6 +627,14 @@ export class Http1Core<P> {
   }
 
   private finish(): void {
+    if (this.hooks.streamBody) {
+      this.events.push({ type: 'end' });
+      this.head = null;
+      this.prefix = null;
+      this.bodyLength = 0;
+      this.state = this.hooks.oneMessage ? 'done' : this.hooks.prefixBytes > 0 ? 'prefix' : 'head';
+      return;
+    }
     const head = this.head as ParsedHead;
     const body = this.bodyParts.length === 1 ? this.bodyParts[0] : concatBytes(this.bodyParts);
     const message: HttpRequest | HttpResponse =
@@ -605,7 +646,7 @@ export class Http1Core<P> {
     this.prefix = null;
     this.bodyParts = [];
     this.bodyLength = 0;
-    this.state = this.hooks.prefixBytes > 0 ? 'prefix' : 'head';
+    this.state = this.hooks.oneMessage ? 'done' : this.hooks.prefixBytes > 0 ? 'prefix' : 'head';
   }
 }
 
@@ -712,6 +753,39 @@ export class ResponseParser extends Http1Stream<null> {
   /** Requests expected but not answered yet. */
   get pending(): number {
     return this.methods.length;
+  }
+}
+
+/**
+ * Client side, one response over a connection the client closes after it (`Connection: close`), handed out
+ * as it arrives, h11-style: a `head` event (body empty), `data` events with the body bytes in order (de-chunked),
+ * one `end`. Interim 1xx responses are skipped; a close-delimited body ends with `end()`; bytes after the
+ * response are HTTP_ERR_TRAILING_DATA. The body limit counts the bytes handed out.
+ */
+export class StreamingResponseParser extends Http1Stream<null> {
+  constructor(limits: HttpLimits & { method?: string } = {}) {
+    const method = (limits.method ?? 'GET').toUpperCase();
+    super(
+      new Http1Core<null>(
+        {
+          kind: 'response',
+          prefixBytes: 0,
+          readPrefix: () => null,
+          requestMethod: () => method,
+          allowCloseDelimited: true,
+          skipInterim: true,
+          skipLeadingCrlf: false,
+          streamBody: true,
+          oneMessage: true,
+        },
+        limits,
+      ),
+    );
+  }
+
+  /** The next event, null if none yet; throws the HttpParseError that poisoned the stream once the events before it are read. */
+  next(): ResponseEvent | null {
+    return this.core.nextEvent();
   }
 }
 

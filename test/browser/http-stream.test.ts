@@ -47,4 +47,6 @@ test('bad input is refused with a named error', () => {
   expect(codes(['HTTP/1.1 200 OK\r\n' + 'X: y\r\n'.repeat(3000)])).toBe('HTTP_ERR_HEADER_TOO_LARGE');
   expect(codes(['HTTP/1.1 2000 OK\r\n\r\n'])).toBe('HTTP_ERR_BAD_STATUS_LINE');
   expect(codes(['HTTP/1.1 200 OK\r\nBad Header: x\r\n\r\n'])).toBe('HTTP_ERR_BAD_HEADER');
+  expect(codes(['HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabc'])).toBe('HTTP_ERR_TRAILING_DATA');
+  expect(codes([], true)).toBe('HTTP_ERR_TRUNCATED');
 });

@@ -5,6 +5,7 @@ import { HttpParseError } from '../../../protocol/dhttp/errors';
 import {
   RequestParser,
   ResponseParser,
+  StreamingResponseParser,
   getHeader,
   parseRequestDatagram,
   parseResponseDatagram,
@@ -12,6 +13,7 @@ import {
   serializeResponse,
   type HttpRequest,
   type HttpResponse,
+  type ResponseEvent,
 } from '../../../protocol/dhttp/http1';
 
 const te = new TextEncoder();
@@ -352,13 +354,19 @@ test('property: hostile bytes never throw anything but our errors, and never loo
       };
       guard(() => parseRequestDatagram(bytes));
       guard(() => parseResponseDatagram(bytes));
-      for (const p of [new RequestParser(), new ResponseParser()]) {
+      for (const p of [new RequestParser(), new ResponseParser(), new StreamingResponseParser({ maxBodyBytes: 64 })]) {
         guard(() => {
+          let handed = 0;
           for (let off = 0; off < bytes.length; off += step) {
             p.push(bytes.subarray(off, off + step));
             let n = 0;
-            while (p.next() !== null) if (++n > bytes.length + 1) throw new Error('parser loops');
+            for (let ev = p.next(); ev !== null; ev = p.next()) {
+              if (++n > bytes.length + 3) throw new Error('parser loops');
+              if ('type' in ev && ev.type === 'data') handed += ev.bytes.length;
+            }
           }
+          // the streaming parser's body limit holds for the bytes it hands out
+          expect(handed).toBeLessThanOrEqual(64);
           p.end();
           while (p.next() !== null);
         });
@@ -366,4 +374,90 @@ test('property: hostile bytes never throw anything but our errors, and never loo
     }),
     { numRuns: 3000 },
   );
+});
+
+describe('StreamingResponseParser (one response, body handed out as it arrives)', () => {
+  /** Events of one response pushed in the given pieces, then end(); the error code if it fails. */
+  function stream(pieces: Uint8Array[], opts: { method?: string; maxBodyBytes?: number } = {}): { events: ResponseEvent[]; error: string | null } {
+    const p = new StreamingResponseParser(opts);
+    const events: ResponseEvent[] = [];
+    try {
+      for (const piece of pieces) {
+        p.push(piece);
+        for (let ev = p.next(); ev !== null; ev = p.next()) events.push(ev);
+      }
+      p.end();
+      for (let ev = p.next(); ev !== null; ev = p.next()) events.push(ev);
+      return { events, error: null };
+    } catch (e) {
+      if (!isProtocolError(e)) throw e;
+      return { events, error: e.code };
+    }
+  }
+  const body = (events: ResponseEvent[]): string => events.map((e) => (e.type === 'data' ? td.decode(e.bytes) : '')).join('');
+
+  test('head, then each arriving piece of the body at once, then end', () => {
+    const p = new StreamingResponseParser();
+    p.push(b('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc'));
+    const first = [p.next(), p.next(), p.next()];
+    expect(first[0]).toMatchObject({ type: 'head', response: { status: 200, reason: 'OK' } });
+    expect(first[1]).toEqual({ type: 'data', bytes: b('abc') });
+    expect(first[2]).toBeNull();
+    p.push(b('defghij'));
+    expect(p.next()).toEqual({ type: 'data', bytes: b('defghij') });
+    expect(p.next()).toEqual({ type: 'end' });
+    expect(p.idle).toBe(true);
+  });
+
+  test('chunked (trailers validated, then dropped), close-delimited, interim responses and HEAD', () => {
+    const r = stream([b('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nT: v\r\n\r\n')]);
+    expect(r.error).toBeNull();
+    expect(body(r.events)).toBe('hello world');
+    expect(r.events.at(-1)).toEqual({ type: 'end' });
+    const eof = stream([b('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nab'), b('c')]);
+    expect(eof.error).toBeNull();
+    expect(body(eof.events)).toBe('abc');
+    expect(eof.events.filter((e) => e.type === 'head')).toHaveLength(1);
+    const head = stream([b('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n')], { method: 'HEAD' });
+    expect(head).toEqual({ events: [expect.objectContaining({ type: 'head' }), { type: 'end' }], error: null });
+  });
+
+  test('bad input ends the stream with a named error, after the events before it', () => {
+    expect(stream([b('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello!')]).error).toBe('HTTP_ERR_TRAILING_DATA');
+    const cut = stream([b('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab')]);
+    expect(cut.error).toBe('HTTP_ERR_TRUNCATED');
+    expect(body(cut.events)).toBe('ab');
+    expect(stream([b('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n')]).error).toBe('HTTP_ERR_CL_TE_CONFLICT');
+    expect(stream([b('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n')]).error).toBe('HTTP_ERR_BAD_CHUNK');
+    expect(stream([b('HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n')], { maxBodyBytes: 1000 }).error).toBe('HTTP_ERR_BODY_TOO_LARGE');
+    const eof = stream([b('HTTP/1.1 200 OK\r\n\r\n'), b('x'.repeat(600)), b('x'.repeat(600))], { maxBodyBytes: 1000 });
+    expect(eof.error).toBe('HTTP_ERR_BODY_TOO_LARGE');
+    expect(body(eof.events).length).toBe(600);
+    expect(stream([b('HTTP/1.1 101 Switching Protocols\r\n\r\n')]).error).toBe('HTTP_ERR_UPGRADE');
+  });
+
+  test('property: the body handed out is ResponseParser\'s body however the stream is split', () => {
+    fc.assert(
+      fc.property(responseArb, fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 20 }), fc.array(fc.integer({ min: 1, max: 50 }), { minLength: 1, maxLength: 5 }), (m, cuts, chunkSizes) => {
+        const wire = m.chunked && !bodyless(m.method, m.res.status) ? chunkedResponse(m.res, chunkSizes) : serializeResponse(m.res, { head: m.method === 'HEAD' });
+        const whole = new ResponseParser();
+        whole.expect(m.method);
+        whole.push(wire);
+        const expected = whole.next() as HttpResponse;
+        const pieces: Uint8Array[] = [];
+        for (let off = 0, i = 0; off < wire.length; i++) {
+          pieces.push(wire.slice(off, off + cuts[i % cuts.length]));
+          off += cuts[i % cuts.length];
+        }
+        const r = stream(pieces, { method: m.method });
+        expect(r.error).toBeNull();
+        expect(r.events[0]).toEqual({ type: 'head', response: { ...expected, body: new Uint8Array(0) } });
+        expect(r.events.at(-1)).toEqual({ type: 'end' });
+        expect(r.events.filter((e) => e.type === 'end')).toHaveLength(1);
+        const bytes = r.events.flatMap((e) => (e.type === 'data' ? [...e.bytes] : []));
+        expect(Uint8Array.from(bytes)).toEqual(expected.body);
+      }),
+      { numRuns: 200 },
+    );
+  });
 });
