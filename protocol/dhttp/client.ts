@@ -169,7 +169,72 @@ interface Origin {
   token: string | null;
 }
 
-type ReqState = 'udp' | 'tcp' | 'http';
+/**
+ * Where a request stands: one field, moved only by `moveTo`, which checks the move against `TRANSITIONS`
+ * (h11's way: every legal move is in one table; a move not in it is our bug, never the peer's).
+ *
+ * - `new`: not sent yet.
+ * - `udp`: its datagram is out; the resend timer runs.
+ * - `udp-streaming`: stream datagrams arrive (RequestInit.streamed): the stream's own repair drives it, no timer.
+ * - `tcp`: sent on our own DHTTP-over-TCP connection (`conn`).
+ * - `{udp,tcp}-dtd-held`: the server announced the answer and holds the body: waiting for `dtdDecide`.
+ * - `{udp,tcp}-dtd-sending`: announced, the body on its way. `{udp,tcp}-dtd-proceeded`: our PROCEED is out.
+ *   (The prefix is where the request went, not where the announcement came from.)
+ * - `http-queued` / `http-sent`: plain HTTP/1.1, waiting for the origin's connection / on it (`conn`).
+ * - `done`: answered, failed or cancelled. A plain HTTP answer still on the wire is read and dropped.
+ *
+ * Beside the phase, `inbound` names a connection the server opened that is delivering its answer (or the body of
+ * its DTD announcement), whatever the phase: bytes on it keep the request alive, and its close asks again.
+ */
+type Phase =
+  | 'new'
+  | 'udp'
+  | 'udp-streaming'
+  | 'tcp'
+  | 'udp-dtd-held'
+  | 'udp-dtd-sending'
+  | 'udp-dtd-proceeded'
+  | 'tcp-dtd-held'
+  | 'tcp-dtd-sending'
+  | 'tcp-dtd-proceeded'
+  | 'http-queued'
+  | 'http-sent'
+  | 'done';
+
+/** Every legal move (staying put is always allowed). Any phase may end (`done`); every DHTTP phase may fall back to plain HTTP. */
+const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
+  new: ['udp', 'tcp', 'http-queued', 'done'],
+  udp: ['udp-streaming', 'tcp', 'udp-dtd-held', 'udp-dtd-sending', 'http-queued', 'done'],
+  'udp-streaming': ['tcp', 'http-queued', 'done'],
+  tcp: ['tcp-dtd-held', 'tcp-dtd-sending', 'http-queued', 'done'],
+  'udp-dtd-held': ['udp-dtd-proceeded', 'tcp-dtd-held', 'http-queued', 'done'],
+  'udp-dtd-sending': ['udp-dtd-proceeded', 'udp', 'tcp-dtd-sending', 'http-queued', 'done'],
+  'udp-dtd-proceeded': ['tcp-dtd-proceeded', 'http-queued', 'done'],
+  'tcp-dtd-held': ['tcp-dtd-proceeded', 'http-queued', 'done'],
+  'tcp-dtd-sending': ['tcp-dtd-proceeded', 'tcp', 'http-queued', 'done'],
+  'tcp-dtd-proceeded': ['http-queued', 'done'],
+  'http-queued': ['http-sent', 'done'],
+  'http-sent': ['http-queued', 'done'],
+  done: [],
+};
+
+/** The channel a request travels on in this phase. */
+function channelOf(phase: Phase): 'udp' | 'tcp' | 'http' | null {
+  if (phase === 'new' || phase === 'done') return null;
+  return phase.startsWith('udp') ? 'udp' : phase.startsWith('tcp') ? 'tcp' : 'http';
+}
+
+/** Where the DTD exchange stands in this phase, or null when none is under way. */
+function dtdOf(phase: Phase): 'held' | 'sending' | 'proceeded' | null {
+  const m = /-dtd-(held|sending|proceeded)$/.exec(phase);
+  return m === null ? null : (m[1] as 'held' | 'sending' | 'proceeded');
+}
+
+/** The same phase on our own TCP connection (a DTD exchange under way carries over). */
+function overTcp(phase: Phase): Phase {
+  const dtd = dtdOf(phase);
+  return dtd === null ? 'tcp' : `tcp-dtd-${dtd}`;
+}
 
 interface Req {
   idHex: string;
@@ -182,29 +247,25 @@ interface Req {
   parts: { path: string; headers: HttpHeaders; body: Uint8Array };
   /** Times sent again with a token after `Dhttp-Retry: token` (once; a stream's request up to MAX_STREAM_TOKEN_RETRIES). */
   tokenRetries: number;
-  state: ReqState;
+  phase: Phase;
+  /** Its ID is registered with the IO layer (`expect-id`): it travels over DHTTP. */
   registered: boolean;
   resends: number;
   sentAtMs: number;
   lastSendMs: number;
   deadline: number | null;
-  /** DHTTP over TCP: the connection carrying it. */
+  /** The connection of ours it travels on: DHTTP over TCP (`tcp…` phases) or plain HTTP (`http-sent`). */
   conn: number | null;
-  /** An inbound connection is delivering its answer right now. */
-  arrivingOn: number | null;
+  /** A connection the server opened that is delivering its answer (or its announced body; a DON'T-BOTHER closes it). */
+  inbound: number | null;
   /** Plain HTTP: connection byte count when sent (to tell "closed before any response byte"). */
   httpBytesAtSend: number;
+  /** Plain HTTP: sent again once already after its connection closed before any byte of the answer. */
   httpRetried: boolean;
-  cancelled: boolean;
   /** Asked for a streamed answer (RequestInit.streamed). */
   streamed: boolean;
-  /** A stream datagram has arrived: the stream's own repair, not our resends, now drives it. */
-  streaming: boolean;
-  /** DTD: asked with RequestInit.dtd; where the exchange stands. */
+  /** DTD: asked with RequestInit.dtd. */
   dtd: boolean;
-  dtdState: 'none' | 'held' | 'sending' | 'proceeded';
-  /** DTD: the inbound connection the announcement came on (an abort closes it). */
-  dtdConn: number | null;
   hostHeader: string;
 }
 
@@ -317,6 +378,10 @@ export class DhttpClient {
       // TLS is the host's (app/browser/http-stream.ts): this client never sends an https:// request in the clear
       throw new LocalProtocolError('DHTTP_ERR_BAD_SCHEME', `https:// is not a DHTTP client's: ${target.origin}`);
     }
+    if (init.streamed === true && init.dtd === true) {
+      // a stream's datagrams are not an HTTP answer that could be announced
+      throw new LocalProtocolError('DHTTP_ERR_BAD_OPTIONS', 'a request asks for a stream or for DTD, not both');
+    }
     const method = (init.method ?? 'GET').toUpperCase();
     const body = init.body ?? new Uint8Array(0);
     const headers: HttpHeaders = [...(init.headers ?? [])];
@@ -337,22 +402,18 @@ export class DhttpClient {
       http,
       parts: { path: target.path, headers, body },
       tokenRetries: 0,
-      state: 'udp',
+      phase: 'new',
       registered: false,
       resends: 0,
       sentAtMs: nowMs,
       lastSendMs: nowMs,
       deadline: null,
       conn: null,
-      arrivingOn: null,
+      inbound: null,
       httpBytesAtSend: 0,
       httpRetried: false,
-      cancelled: false,
       streamed: init.streamed === true,
-      streaming: false,
       dtd: init.dtd === true,
-      dtdState: 'none',
-      dtdConn: null,
       hostHeader,
     };
     this.reqs.set(req.idHex, req);
@@ -365,6 +426,7 @@ export class DhttpClient {
       11 + http.length <= MAX_DATAGRAM_PAYLOAD
     ) {
       this.register(req);
+      this.moveTo(req, 'udp');
       this.sendUdp(req, nowMs);
     } else {
       this.register(req);
@@ -402,21 +464,22 @@ export class DhttpClient {
    */
   dtdDecide(idHex: string, decision: Decision, nowMs: number): boolean {
     const req = this.reqs.get(idHex.toLowerCase());
-    if (req === undefined || !req.dtd || (req.dtdState !== 'held' && req.dtdState !== 'sending')) return false;
-    const wasHeld = req.dtdState === 'held';
+    const dtd = req === undefined ? null : dtdOf(req.phase);
+    if (req === undefined || (dtd !== 'held' && dtd !== 'sending')) return false;
+    const channel = channelOf(req.phase) as 'udp' | 'tcp';
     if (decision === 'proceed') {
       this.stats.dtd.proceeds++;
-      req.dtdState = 'proceeded';
-      if (wasHeld) {
+      this.moveTo(req, `${channel}-dtd-proceeded`);
+      if (dtd === 'held') {
         this.sendDecision(req, decision, false);
         req.lastSendMs = nowMs;
-        req.deadline = nowMs + (req.state === 'udp' ? this.timeoutFor(req.resends) : this.opts.tcpTimeoutMs);
+        req.deadline = nowMs + (channel === 'udp' ? this.timeoutFor(req.resends) : this.opts.tcpTimeoutMs);
       }
       return true;
     }
     this.stats.dtd.dontBothers++;
     this.sendDecision(req, decision, false);
-    const cut = !wasHeld && req.dtdConn !== null ? this.conns.get(req.dtdConn) : undefined;
+    const cut = dtd === 'sending' && req.inbound !== null ? this.conns.get(req.inbound) : undefined;
     this.finish(req);
     if (cut !== undefined) {
       this.stats.dtd.aborts++;
@@ -428,8 +491,9 @@ export class DhttpClient {
   private sendDecision(req: Req, decision: Decision, resend: boolean): void {
     // over UDP a PROCEED carries our address token: the body it asks for may be large (address-validation.ts)
     const token = req.origin.token;
-    const http = encodeDecision(req.hostHeader, decision, token !== null && req.state !== 'tcp' ? [[TOKEN_HEADER, token]] : []);
-    if (req.state === 'tcp' && req.conn !== null) {
+    const overOurTcp = channelOf(req.phase) === 'tcp' && req.conn !== null;
+    const http = encodeDecision(req.hostHeader, decision, token !== null && !overOurTcp ? [[TOKEN_HEADER, token]] : []);
+    if (overOurTcp && req.conn !== null) {
       const conn = this.conns.get(req.conn);
       if (conn !== undefined) this.write(conn, encodeRequest({ id: req.id, otherPort: this.opts.udpPort, resend, http }));
       return;
@@ -450,16 +514,17 @@ export class DhttpClient {
       return true;
     }
     if (a === null) return false;
-    if (req.dtdState !== 'none') {
+    const dtd = dtdOf(req.phase);
+    if (dtd !== null) {
       // A repeat (our request was resent). A lost PROCEED is repeated; anything else is a duplicate.
-      if (req.dtdState === 'proceeded' && a.held) this.sendDecision(req, 'proceed', true);
+      if (dtd === 'proceeded' && a.held) this.sendDecision(req, 'proceed', true);
       this.drop(channel, 'duplicate-announcement', 'duplicate', req.idHex);
       return true;
     }
     this.stats.dtd.announcements++;
     req.origin.knowledge = 'dhttp';
-    req.dtdState = a.held ? 'held' : 'sending';
-    req.dtdConn = channel === 'tcp' && connKey !== null && this.conns.get(connKey)?.kind === 'inbound' ? connKey : null;
+    this.moveTo(req, `${channelOf(req.phase) === 'tcp' ? 'tcp' : 'udp'}-dtd-${a.held ? 'held' : 'sending'}`);
+    if (channel === 'tcp' && connKey !== null && this.conns.get(connKey)?.kind === 'inbound') req.inbound = connKey;
     // Waiting for the application's decision (or for the body that follows): no resend meanwhile.
     req.deadline = nowMs + this.opts.tcpTimeoutMs;
     this.events.push({
@@ -495,14 +560,14 @@ export class DhttpClient {
     }
     const idHex = idToHex(msg.id);
     const req = this.reqs.get(idHex);
-    if (req === undefined || req.state === 'http') {
+    if (req === undefined || channelOf(req.phase) === 'http') {
       this.dropUnmatched('udp', idHex);
       return;
     }
-    if (req.streamed && req.state === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
-      const first = !req.streaming;
+    if (req.streamed && channelOf(req.phase) === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
+      const first = req.phase !== 'udp-streaming';
       if (first) {
-        req.streaming = true;
+        this.moveTo(req, 'udp-streaming');
         req.deadline = null;
         req.origin.knowledge = 'dhttp';
       }
@@ -519,10 +584,11 @@ export class DhttpClient {
     }
     req.origin.knowledge = 'dhttp';
     this.learnToken(req.origin, response);
-    if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === RETRY_TOKEN && req.state === 'udp') {
+    const retry = retryAsked(response);
+    if (retry === RETRY_TOKEN && channelOf(req.phase) === 'udp') {
       // Too large an answer for an address the server has not seen proven: again, with the token just received
       // (once; a second refusal goes over our own TCP connection, which proves the address by its handshake).
-      if (req.streamed && req.origin.token !== null && req.streaming && req.tokenRetries < MAX_STREAM_TOKEN_RETRIES) {
+      if (req.streamed && req.origin.token !== null && req.phase === 'udp-streaming' && req.tokenRetries < MAX_STREAM_TOKEN_RETRIES) {
         // The stream's first flight (what the server may send unproven) is here and it waits for our proof: the
         // token request was lost, or this 421 overtook it. Again, with the token; the stream's repair, not our
         // resend timer, drives what follows.
@@ -535,25 +601,35 @@ export class DhttpClient {
         this.stats.retriesWithToken++;
         this.sendUdp(req, nowMs);
       } else {
-        this.stats.retriesOverTcp++;
-        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
-        this.sendDhttpTcp(req, false, nowMs);
+        this.retryOverTcp(req, nowMs);
       }
       return;
     }
     if (this.announced(req, response, 'udp', null, nowMs)) return;
-    if (response.status === 421 && (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp') {
-      if (req.state === 'udp') {
-        this.stats.retriesOverTcp++;
-        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
-        // Not a loss: the resend flag stays clear so the server's loss statistics are not skewed.
-        this.sendDhttpTcp(req, false, nowMs);
-      } else {
-        this.drop('udp', 'duplicate-retry', 'duplicate', idHex);
-      }
-      return;
-    }
+    if (retry === 'tcp' && this.answeredRetryOverTcp(req, 'udp', nowMs)) return;
     this.complete(req, response, 'udp', nowMs);
+  }
+
+  /**
+   * `421` with `Dhttp-Retry: tcp` (the answer is too large for a datagram): a request still on UDP goes again over
+   * our own TCP connection, and the 421 is consumed (true). One already on TCP: a 421 that came over UDP is a late
+   * duplicate, dropped (true); one that came over TCP is the server's answer there, and completes it (false).
+   */
+  private answeredRetryOverTcp(req: Req, channel: 'udp' | 'tcp', nowMs: number): boolean {
+    if (channelOf(req.phase) === 'udp') {
+      this.retryOverTcp(req, nowMs);
+      return true;
+    }
+    if (channel === 'tcp') return false;
+    this.drop(channel, 'duplicate-retry', 'duplicate', req.idHex);
+    return true;
+  }
+
+  private retryOverTcp(req: Req, nowMs: number): void {
+    this.stats.retriesOverTcp++;
+    this.events.push({ type: 'retry-over-tcp', requestId: req.idHex });
+    // Not a loss: the resend flag stays clear so the server's loss statistics are not skewed.
+    this.sendDhttpTcp(req, false, nowMs);
   }
 
   /** A TCP connection the server opened to our TCP port was accepted; returns its connection key. */
@@ -568,8 +644,8 @@ export class DhttpClient {
         const idHex = idToHex(id);
         const req = this.reqs.get(idHex);
         conn.current = idHex;
-        if (req !== undefined && req.state !== 'http') {
-          req.arrivingOn = key;
+        if (req !== undefined && channelOf(req.phase) !== 'http') {
+          req.inbound = key;
           return req.method;
         }
         // A recently completed ID (a resend crossed its answer) is read and dropped; anything else closes.
@@ -601,7 +677,7 @@ export class DhttpClient {
   private carriesAnswer(c: Conn): boolean {
     if (c.current === null) return false;
     const req = this.reqs.get(c.current);
-    return req !== undefined && req.arrivingOn === c.key;
+    return req !== undefined && req.inbound === c.key;
   }
 
   tcpOpened(connKey: number, _nowMs: number): void {
@@ -649,7 +725,7 @@ export class DhttpClient {
     for (const origin of this.origins.values()) {
       if (origin.port !== from.port) continue;
       if (isIpLiteral(origin.host) && normalizeAddress(origin.host) !== addr) continue;
-      const waiting = [...this.reqs.values()].filter((r) => r.origin === origin && r.state === 'udp' && r.conn === null);
+      const waiting = [...this.reqs.values()].filter((r) => r.origin === origin && channelOf(r.phase) === 'udp');
       if (waiting.length === 0 && origin.knowledge !== 'unknown') continue;
       origin.knowledge = 'plain';
       for (const req of waiting) this.fallBack(req, 'icmp-unreachable', nowMs);
@@ -678,14 +754,14 @@ export class DhttpClient {
     due.sort((a, b) => (a.deadline as number) - (b.deadline as number));
     for (const req of due) {
       if (!this.reqs.has(req.idHex) || req.deadline === null || req.deadline > nowMs) continue;
-      if (req.dtdState === 'proceeded' && req.state === 'udp' && req.arrivingOn === null && req.resends < this.opts.maxResends) {
+      if (req.phase === 'udp-dtd-proceeded' && req.inbound === null && req.resends < this.opts.maxResends) {
         // Our PROCEED (or the body it asked for) was lost: say it again, flagged as a resend.
         req.resends++;
         this.stats.dtd.decisionResends++;
         this.events.push({ type: 'dtd-decision-resend', requestId: req.idHex, attempt: req.resends });
         this.sendDecision(req, 'proceed', true);
         req.deadline = nowMs + this.timeoutFor(req.resends);
-      } else if (req.state === 'udp' && req.conn === null && req.arrivingOn === null && req.dtdState === 'none') {
+      } else if ((req.phase === 'udp' || req.phase === 'udp-streaming') && req.inbound === null) {
         this.udpTimeout(req, nowMs);
       } else {
         this.fail(req, 'DHTTP_ERR_TIMEOUT', `no answer within ${this.opts.tcpTimeoutMs} ms`, nowMs);
@@ -724,9 +800,8 @@ export class DhttpClient {
     if (t !== null && t.length <= 64) origin.token = t.trim();
   }
 
+  /** (Again) the request's datagram, from a UDP phase, which it keeps. */
   private sendUdp(req: Req, nowMs: number): void {
-    req.state = 'udp';
-    req.conn = null;
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.timeoutFor(req.resends);
     const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: this.udpHttp(req) });
@@ -737,7 +812,7 @@ export class DhttpClient {
     if (req.origin.knowledge === 'unknown' && req.resends >= this.opts.fallbackAfterResends) {
       req.origin.knowledge = 'plain';
       for (const r of [...this.reqs.values()]) {
-        if (r.origin === req.origin && r.state === 'udp' && r.conn === null && r.arrivingOn === null) this.fallBack(r, 'timeout', nowMs);
+        if (r.origin === req.origin && channelOf(r.phase) === 'udp' && r.inbound === null) this.fallBack(r, 'timeout', nowMs);
       }
       return;
     }
@@ -767,9 +842,9 @@ export class DhttpClient {
       conn = this.connect(origin, 'dhttp-out');
       origin.dhttpConn = conn.key;
     }
-    req.state = 'tcp';
+    this.moveTo(req, overTcp(req.phase));
     req.conn = conn.key;
-    req.arrivingOn = null;
+    req.inbound = null;
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.opts.tcpTimeoutMs;
     const data = encodeRequest({ id: req.id, otherPort: this.opts.udpPort, resend, http: req.http });
@@ -790,7 +865,7 @@ export class DhttpClient {
       const idHex = idToHex(item.id);
       if (conn.current === idHex) conn.current = null;
       const req = this.reqs.get(idHex);
-      if (req === undefined || req.state === 'http') {
+      if (req === undefined || channelOf(req.phase) === 'http') {
         this.dropUnmatched('tcp', idHex);
         continue;
       }
@@ -798,18 +873,13 @@ export class DhttpClient {
       const r = item.response;
       this.learnToken(req.origin, r);
       if (this.announced(req, r, 'tcp', conn.key, nowMs)) continue;
-      if (r.status === 421 && (getHeader(r.headers, 'dhttp-retry') ?? '').trim().toLowerCase() === 'tcp' && req.state === 'udp') {
-        this.stats.retriesOverTcp++;
-        this.events.push({ type: 'retry-over-tcp', requestId: idHex });
-        this.sendDhttpTcp(req, false, nowMs);
-        continue;
-      }
+      if (retryAsked(r) === 'tcp' && this.answeredRetryOverTcp(req, 'tcp', nowMs)) continue;
       this.complete(req, r, 'tcp', nowMs);
     }
     // An inbound answer in progress keeps its request alive (no UDP resend while bytes flow).
     if (conn.kind === 'inbound' && conn.current !== null) {
       const req = this.reqs.get(conn.current);
-      if (req !== undefined && req.arrivingOn === conn.key) req.deadline = nowMs + this.opts.tcpTimeoutMs;
+      if (req !== undefined && req.inbound === conn.key) req.deadline = nowMs + this.opts.tcpTimeoutMs;
     }
   }
 
@@ -822,9 +892,9 @@ export class DhttpClient {
       this.actions.push({ type: 'forget-id', id: req.id });
       req.registered = false;
     }
-    req.state = 'http';
+    this.moveTo(req, 'http-queued');
     req.conn = null;
-    req.arrivingOn = null;
+    req.inbound = null;
     req.deadline = nowMs + this.opts.tcpTimeoutMs;
     req.origin.httpQueue.push(req);
     this.pumpHttp(req.origin, nowMs);
@@ -839,6 +909,7 @@ export class DhttpClient {
     }
     const req = origin.httpQueue.shift() as Req;
     origin.httpInFlight = req;
+    this.moveTo(req, 'http-sent');
     req.conn = conn.key;
     req.httpBytesAtSend = conn.received;
     req.lastSendMs = nowMs;
@@ -866,7 +937,7 @@ export class DhttpClient {
       }
       origin.httpInFlight = null;
       const keepAlive = this.keepsAlive(res);
-      if (req.cancelled) {
+      if (req.phase === 'done') {
         this.drop('http', 'cancelled', 'duplicate', req.idHex);
       } else {
         this.complete(req, res, 'http', nowMs);
@@ -930,7 +1001,7 @@ export class DhttpClient {
       this.conns.delete(conn.key);
       if (!closing) this.closeAction(conn);
       if (origin.dhttpConn === conn.key) origin.dhttpConn = null;
-      for (const r of [...this.reqs.values()]) if (r.conn === conn.key && r.state === 'tcp') this.fallBack(r, 'http-answer', nowMs);
+      for (const r of [...this.reqs.values()]) if (r.conn === conn.key && channelOf(r.phase) === 'tcp') this.fallBack(r, 'http-answer', nowMs);
       return;
     }
     this.conns.delete(conn.key);
@@ -955,12 +1026,11 @@ export class DhttpClient {
     if (conn.kind === 'inbound') {
       // A partly received answer: resend over UDP at once (the resend flag makes the server use TCP).
       for (const req of this.reqs.values()) {
-        if (req.arrivingOn === conn.key || (req.dtdState === 'sending' && req.dtdConn === conn.key)) {
-          req.arrivingOn = null;
+        if (req.inbound === conn.key) {
+          req.inbound = null;
           req.deadline = nowMs;
           // DTD: a body announced as following on this connection will not come: ask again from scratch.
-          if (req.dtdState === 'sending') req.dtdState = 'none';
-          req.dtdConn = null;
+          if (dtdOf(req.phase) === 'sending') this.moveTo(req, channelOf(req.phase) === 'tcp' ? 'tcp' : 'udp');
         }
       }
       return;
@@ -968,7 +1038,7 @@ export class DhttpClient {
     if (origin === null) return;
     if (conn.kind === 'dhttp-out') {
       if (origin.dhttpConn === conn.key) origin.dhttpConn = null;
-      const stranded = [...this.reqs.values()].filter((r) => r.state === 'tcp' && r.conn === conn.key);
+      const stranded = [...this.reqs.values()].filter((r) => channelOf(r.phase) === 'tcp' && r.conn === conn.key);
       for (const req of stranded) {
         if (neverOpened) {
           this.fail(req, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}: ${error?.code ?? 'closed'}`, nowMs);
@@ -990,14 +1060,15 @@ export class DhttpClient {
     const req = origin.httpInFlight;
     if (req !== null && req.conn === conn.key) {
       origin.httpInFlight = null;
-      if (req.cancelled) {
-        // nothing to do
+      if (req.phase === 'done') {
+        // cancelled or failed while on the wire: nothing to do
       } else if (neverOpened) {
         this.fail(req, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}: ${error?.code ?? 'refused'}`, nowMs);
         for (const q of origin.httpQueue.splice(0)) this.fail(q, 'DHTTP_ERR_CONNECT', `cannot connect to ${origin.key}`, nowMs);
         return;
       } else if (conn.received === req.httpBytesAtSend && IDEMPOTENT.has(req.method) && !req.httpRetried) {
         req.httpRetried = true;
+        this.moveTo(req, 'http-queued');
         origin.httpQueue.unshift(req);
       } else {
         this.fail(req, 'DHTTP_ERR_CONNECTION_CLOSED', `connection closed before the whole answer (${error?.code ?? 'EOF'})`, nowMs);
@@ -1020,6 +1091,15 @@ export class DhttpClient {
       this.origins.set(key, origin);
     }
     return origin;
+  }
+
+  /** The one way a request changes phase: a move `TRANSITIONS` does not list is our bug, refused by name. */
+  private moveTo(req: Req, next: Phase): void {
+    if (next === req.phase) return;
+    if (!TRANSITIONS[req.phase].includes(next)) {
+      throw new LocalProtocolError('DHTTP_ERR_INTERNAL', `request ${req.idHex} cannot move from ${req.phase} to ${next}`);
+    }
+    req.phase = next;
   }
 
   private register(req: Req): void {
@@ -1054,17 +1134,16 @@ export class DhttpClient {
    * wire, close the connection (its answer would block the ones behind it) and carry on with the queue.
    */
   private unhookHttp(req: Req, nowMs: number): void {
-    if (req.state !== 'http') return;
     const origin = req.origin;
     origin.httpQueue = origin.httpQueue.filter((r) => r !== req);
     if (origin.httpInFlight !== req) return;
-    req.cancelled = true;
     const conn = req.conn === null ? undefined : this.conns.get(req.conn);
     if (conn !== undefined) this.closeConn(conn, nowMs);
     else origin.httpInFlight = null;
   }
 
   private finish(req: Req): void {
+    this.moveTo(req, 'done');
     this.reqs.delete(req.idHex);
     req.deadline = null;
     if (req.registered) {
@@ -1092,6 +1171,13 @@ export class DhttpClient {
     this.stats.dropped.total++;
     this.events.push(requestId === undefined ? { type: 'dropped', channel, reason } : { type: 'dropped', channel, reason, requestId });
   }
+}
+
+/** What a `421`'s `Dhttp-Retry` asks for (`tcp`, `token`), or null for any other answer. */
+function retryAsked(response: HttpResponse): string | null {
+  if (response.status !== 421) return null;
+  const v = (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase();
+  return v === '' ? null : v;
 }
 
 function codeOf(e: unknown): string {

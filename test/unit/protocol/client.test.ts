@@ -449,3 +449,119 @@ test('property: hostile datagrams and inbound TCP bytes never throw and never co
     { numRuns: 500 },
   );
 });
+
+describe('the request phase machine (TRANSITIONS in protocol/dhttp/client.ts)', () => {
+  const answer = (status: number, headers: [string, string][], body = ''): Uint8Array =>
+    serializeResponse({ status, reason: status === 421 ? 'Misdirected Request' : 'OK', headers, body: te.encode(body) });
+  /** Well-formed answers a server (honest, confused or hostile) may send for a request, in any order, on any channel. */
+  const kinds = [
+    () => answer(421, [['DHTTP-Retry', 'token'], ['Catp-Token', '1.abc.AAAAAAAAAAAAAAAAAAAAAA']]),
+    () => answer(421, [['DHTTP-Retry', 'tcp']]),
+    () => answer(200, [['DTD-Announce', 'held;length=5'], ['Repr-Digest', 'sha-256=:n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=:']]),
+    () => answer(200, [['DTD-Announce', 'sending;length=5'], ['Repr-Digest', 'sha-256=:n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=:']]),
+    () => answer(200, [], 'hello'),
+  ];
+  const step = fc.oneof(
+    fc.record({ op: fc.constant('udp' as const), kind: fc.nat(kinds.length - 1) }),
+    fc.record({ op: fc.constant('inbound' as const), kind: fc.nat(kinds.length - 1), cut: fc.boolean() }),
+    fc.record({ op: fc.constant('frame' as const) }),
+    fc.record({ op: fc.constant('timer' as const) }),
+    fc.record({ op: fc.constant('icmp' as const) }),
+    fc.record({ op: fc.constant('close-ours' as const) }),
+    fc.record({ op: fc.constant('decide' as const), proceed: fc.boolean() }),
+    fc.record({ op: fc.constant('cancel' as const) }),
+  );
+
+  test('property: no sequence of answers, closes, timers and decisions makes a move the table does not list, and a request ends at most once', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('dtd', 'streamed', 'plain'), fc.array(step, { maxLength: 25 }), (flavour, steps) => {
+        const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, randomBytes: (n) => new Uint8Array(n).fill(7) });
+        let now = 0;
+        const id = c.request({ url: 'dhttp://10.0.0.1:8080/a', ...(flavour === 'dtd' ? { dtd: true } : flavour === 'streamed' ? { streamed: true } : {}) }, now);
+        const ours = new Set<number>();
+        const ends: string[] = [];
+        const drain = () => {
+          for (let a = c.nextAction(); a; a = c.nextAction()) {
+            if (a.type === 'connect') {
+              ours.add(a.conn);
+              c.tcpOpened(a.conn, now);
+            }
+          }
+          for (let e = c.nextEvent(); e; e = c.nextEvent()) if (e.type === 'response' || e.type === 'request-failed') ends.push(e.type);
+        };
+        drain();
+        for (const s of steps) {
+          now += 50;
+          switch (s.op) {
+            case 'udp':
+              c.receiveDatagram(encodeResponse(hexToId(id), kinds[s.kind]()), { address: '10.0.0.1', port: 8080 }, now);
+              break;
+            case 'inbound': {
+              const bytes = encodeResponse(hexToId(id), kinds[s.kind]());
+              const key = c.inboundConnection({ address: '10.0.0.1', port: 50000 }, now);
+              c.receiveTcp(key, s.cut ? bytes.subarray(0, bytes.length >> 1) : bytes, now);
+              if (s.cut) c.tcpClosed(key, null, now);
+              break;
+            }
+            case 'frame': {
+              const f = new Uint8Array(40);
+              f.set(hexToId(id), 0);
+              f[8] = 0x01;
+              c.receiveDatagram(f, { address: '10.0.0.1', port: 8080 }, now);
+              break;
+            }
+            case 'timer':
+              now = Math.max(now, c.nextTimerAt() ?? now);
+              c.handleTimer(now);
+              break;
+            case 'icmp':
+              c.receiveIcmpUnreachable({ address: '10.0.0.1', port: 8080 }, now);
+              break;
+            case 'close-ours':
+              for (const k of ours) c.tcpClosed(k, null, now);
+              ours.clear();
+              break;
+            case 'decide':
+              c.dtdDecide(id, s.proceed ? 'proceed' : 'dont-bother', now);
+              break;
+            case 'cancel':
+              c.cancel(id, now);
+              break;
+          }
+          drain();
+        }
+        expect(ends.length).toBeLessThanOrEqual(1);
+        if (ends.length === 1) expect(c.outstanding).toBe(0);
+      }),
+      { numRuns: 1500 },
+    );
+  });
+
+  test('a request asks for a stream or for DTD, not both', () => {
+    const c = new DhttpClient({ udpPort: 1, tcpPort: 2 });
+    expect(() => c.request({ url: 'dhttp://10.0.0.1:8080/a', streamed: true, dtd: true }, 0)).toThrow(expect.objectContaining({ code: 'DHTTP_ERR_BAD_OPTIONS' }));
+  });
+
+  test('421 Dhttp-Retry: tcp moves a UDP request to TCP; later, over UDP it is a duplicate, over TCP the answer', () => {
+    const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001 });
+    const id = c.request({ url: 'dhttp://10.0.0.1:8080/a' }, 0);
+    const retry = encodeResponse(hexToId(id), answer(421, [['DHTTP-Retry', 'tcp']]));
+    c.receiveDatagram(retry, { address: '10.0.0.1', port: 8080 }, 10);
+    const actions: string[] = [];
+    let conn = -1;
+    for (let a = c.nextAction(); a; a = c.nextAction()) {
+      actions.push(a.type);
+      if (a.type === 'connect') conn = a.conn;
+    }
+    expect(actions).toContain('connect');
+    c.receiveDatagram(retry, { address: '10.0.0.1', port: 8080 }, 20);
+    const late = [];
+    for (let e = c.nextEvent(); e; e = c.nextEvent()) late.push(e);
+    expect(late.at(-1)).toEqual({ type: 'dropped', channel: 'udp', reason: 'duplicate-retry', requestId: id });
+    c.tcpOpened(conn, 30);
+    c.receiveTcp(conn, retry, 40);
+    const events = [];
+    for (let e = c.nextEvent(); e; e = c.nextEvent()) events.push(e);
+    expect(events).toEqual([expect.objectContaining({ type: 'response', requestId: id, channel: 'tcp', response: expect.objectContaining({ status: 421 }) })]);
+  });
+});
