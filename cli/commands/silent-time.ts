@@ -51,6 +51,8 @@ output:
   --json FILE          every load and the summary
   --csv FILE           the summary table
   --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
+  --trace DIR          one JSON file per load measured: every packet the emulator saw (arrive, depart, drop,
+                       both directions, ms from the request) beside the load's visible updates
   -q, --quiet          no progress on stderr
   -h, --help           show this help
 
@@ -79,6 +81,7 @@ const options = {
   json: { type: 'string' },
   csv: { type: 'string' },
   chart: { type: 'string' },
+  trace: { type: 'string' },
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -197,6 +200,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     const results = await runSilentTime({
       pages, losses, transports, reps, seed, delayMs, rate, oracleRate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
       previous: log?.previous, onResult: log ? (r) => log!.append(r) : undefined,
+      ...(values.trace !== undefined ? { traceDir: values.trace } : {}),
     });
     const wallMs = Date.now() - t0;
     const measured = results.length - (log?.previous.size ?? 0);

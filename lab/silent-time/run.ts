@@ -14,6 +14,7 @@ import { type LoadResult } from './load-result';
 
 export type { LoadResult } from './load-result';
 import { longestGap } from './stats';
+import { tracePackets, writeLoadTrace } from './trace';
 
 export interface RunOptions {
   pages: PageSpec[];
@@ -44,6 +45,8 @@ export interface RunOptions {
   previous?: ReadonlyMap<string, LoadResult>;
   /** called with every load measured now, as it finishes (the load log) */
   onResult?: (r: LoadResult) => void;
+  /** write each measured load's packet timeline beside its updates into this directory (trace.ts) */
+  traceDir?: string;
 }
 
 export interface Progress {
@@ -185,11 +188,12 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     if (load.pageHeight !== undefined && load.pageHeight > ctx.viewport.height) {
       r.warnings.push(`page is ${load.pageHeight} px tall, the viewport ${ctx.viewport.height} px: content below it is not on screen`);
     }
-    if (updateTimes.length === 0) {
-      r.error = 'no visible update';
-      return r;
+    if (updateTimes.length === 0) r.error = 'no visible update';
+    else r.ok = true;
+    if (o.traceDir !== undefined) {
+      const endNs = requestNs + BigInt(Math.round((endMs + 500) * 1e6));
+      writeLoadTrace(o.traceDir, { load: r, packets: tracePackets(log, requestNs, endNs, { address: link.serverAddress, port }) });
     }
-    r.ok = true;
     return r;
   } catch (err) {
     return { ...base, error: (err as Error).message.split('\n')[0] };

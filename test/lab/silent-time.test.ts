@@ -18,6 +18,7 @@ import { CSV_COLUMNS, summarize, type JsonReport } from '../../lab/silent-time/r
 import { crossCheck, type LoadResult } from '../../lab/silent-time/run';
 import { framesAnalysis } from '../../lab/silent-time/transports';
 import { longestGap, mean, p95, quantile } from '../../lab/silent-time/stats';
+import { traceFileName, type LoadTrace } from '../../lab/silent-time/trace';
 import { analyzeUpdates, monotoneFrames, type RecordedFrame } from '../../lab/silent-time/updates';
 import { requireLab } from './helpers';
 
@@ -228,7 +229,7 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
       const files = { json: path.join(dir, 'r.json'), csv: path.join(dir, 'r.csv'), chart: path.join(dir, 'r.svg'), log: path.join(dir, 'r.jsonl'), again: path.join(dir, 'again.json') };
       const code = await silentTime(
         ['--sizes', '10k', '--loss', '0,0.1', '--reps', '1', '--transports', 'chromium,catp,inorder,tcp', '--delay', '10', '--rate', '10000', '--seed', '5',
-          '--settle', '600', '--json', files.json, '--csv', files.csv, '--chart', files.chart, '--log', files.log],
+          '--settle', '600', '--json', files.json, '--csv', files.csv, '--chart', files.chart, '--log', files.log, '--trace', path.join(dir, 'trace')],
         { stdout: out, stderr: err },
       );
       console.log(stdout);
@@ -275,6 +276,18 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
         expect([...r.updateTimesMs].sort((a, b) => a - b)).toEqual(r.updateTimesMs);
       }
       expect(seeds.size).toBe(2); // (loss, rep) → its own seed, shared by the transports
+
+      // --trace: per load, the packets the emulator saw beside the load's updates
+      for (const r of report.loads as LoadResult[]) {
+        const trace = JSON.parse(fs.readFileSync(path.join(dir, 'trace', traceFileName(r)), 'utf8')) as LoadTrace;
+        expect(trace.load.updateTimesMs).toEqual(r.updateTimesMs);
+        const toServer = trace.packets.filter((p) => p.serverSide && p.dir === 'c2s' && p.ev === 'arrive');
+        // the request is the first packet toward the server at or after t = 0 (how requestSource 'link-log' finds it)
+        expect(toServer.find((p) => p.t >= 0)?.t).toBe(0);
+        const delivered = trace.packets.filter((p) => p.serverSide && p.dir === 's2c' && p.ev === 'depart');
+        expect(delivered.length).toBeGreaterThanOrEqual(r.usefulPackets);
+        if (r.loss === 0) expect(trace.packets.filter((p) => p.ev === 'drop' && p.reason === 'loss')).toHaveLength(0);
+      }
 
       const ts = ['chromium', 'catp', 'inorder', 'tcp'];
       expect(report.summary.map((s) => [s.transport, s.loss, s.loads])).toEqual([...ts.map((t) => [t, 0, 1]), ...ts.map((t) => [t, 0.1, 1])]);

@@ -1,0 +1,58 @@
+// A load's timeline for a person asking "why did this load paint when it did": every packet the emulator saw
+// (arrive, depart, drop; both directions), in ms from the request, beside the load's visible updates. One
+// JSON file per load (`catp silent-time --trace DIR`).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import type { LinkLog } from '../link';
+import type { LoadResult } from './load-result';
+
+export interface TracePacket {
+  /** ms from the request (negative: before it) */
+  t: number;
+  dir: string;
+  ev: 'arrive' | 'depart' | 'drop';
+  /** IP bytes */
+  len: number;
+  proto: 'udp' | 'tcp' | number;
+  /** the server's port on the packet (its source going to the client, its destination going to the server) */
+  serverSide: boolean;
+  reason?: string;
+}
+
+export interface LoadTrace {
+  load: LoadResult;
+  packets: TracePacket[];
+}
+
+/** The trace file's name for a load: page, transport, loss and repetition, safe for any file system. */
+export function traceFileName(r: Pick<LoadResult, 'page' | 'transport' | 'loss' | 'rep'>): string {
+  return `${r.page.replace(/[^A-Za-z0-9._-]+/g, '_')}.${r.transport}.loss${r.loss}.rep${r.rep}.json`;
+}
+
+/** The packets of one load (from 100 ms before the request to its end), in ms from the request. */
+export function tracePackets(log: LinkLog, requestNs: bigint, endNs: bigint, server: { address: string; port: number }): TracePacket[] {
+  const from = requestNs - 100_000_000n;
+  const out: TracePacket[] = [];
+  for (const e of log.events) {
+    if (e.tNs < from || e.tNs > endNs) continue;
+    const serverSide = (e.dst === server.address && e.dport === server.port) || (e.src === server.address && e.sport === server.port);
+    out.push({
+      t: Math.round(Number(e.tNs - requestNs) / 1e3) / 1e3,
+      dir: e.dir,
+      ev: e.ev,
+      len: e.len,
+      proto: e.proto === 17 ? 'udp' : e.proto === 6 ? 'tcp' : e.proto,
+      serverSide,
+      ...(e.reason !== undefined ? { reason: e.reason } : {}),
+    });
+  }
+  return out;
+}
+
+export function writeLoadTrace(dir: string, trace: LoadTrace): string {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, traceFileName(trace.load));
+  writeFileSync(file, `${JSON.stringify(trace)}\n`);
+  return file;
+}
