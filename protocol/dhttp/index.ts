@@ -6,3 +6,4 @@ export * from './http1';
 export * from './stream';
 export * from './url';
 export * from './client';
+export * from './client-api';

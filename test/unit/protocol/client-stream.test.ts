@@ -1,6 +1,7 @@
 // Streamed requests (RequestInit.streamed): the answer may be a run of non-HTTP datagrams (CATP frames).
 import { serializeResponse } from '../../../protocol/dhttp/http1';
-import { DhttpClient, type ClientAction, type ClientEvent } from '../../../protocol/dhttp/client';
+import { DhttpClient } from '../../../protocol/dhttp/client';
+import type { ClientAction, ClientEvent } from '../../../protocol/dhttp/client-api';
 import { decodeRequest, encodeResponse, hexToId } from '../../../protocol/dhttp/wire';
 
 const SERVER = { address: '127.0.0.1', port: 8080 };

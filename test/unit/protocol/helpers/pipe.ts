@@ -1,7 +1,8 @@
 // A fake network between the sans-IO DHTTP client and a scripted in-memory server (quiche Pipe style):
 // the client's actions are delivered after a latency, datagrams may be dropped, duplicated and
 // reordered from a seed, TCP bytes arrive reliably and in order, and the clock is fake.
-import { DhttpClient, type ClientAction, type ClientEvent, type DhttpClientOptions } from '../../../../protocol/dhttp/client';
+import { DhttpClient } from '../../../../protocol/dhttp/client';
+import type { ClientAction, ClientEvent, DhttpClientOptions } from '../../../../protocol/dhttp/client-api';
 import {
   RequestParser,
   parseRequestDatagram,
