@@ -14,6 +14,7 @@ import {
   type DhttpClientOptions,
   type HttpResponse,
   DEFAULT_MAX_BODY_BYTES,
+  hostLiteral,
   parseTarget,
 } from '../protocol/dhttp';
 import { HostError } from './errors';
@@ -854,7 +855,7 @@ export class DhttpHost {
   }
 
   private async resolve(host: string): Promise<string> {
-    const literal = host.startsWith('[') ? host.slice(1, -1) : host;
+    const literal = hostLiteral(host);
     if (isIP(literal)) {
       this.addresses.set(host, literal);
       return literal;

@@ -16,7 +16,7 @@ import * as tls from 'node:tls';
 import * as zlib from 'node:zlib';
 
 import { Endpoint, realtimeNs, type Incoming } from '../../native';
-import { parseTarget, serializeRequest, StreamingResponseParser } from '../../protocol/dhttp';
+import { hostLiteral, parseTarget, serializeRequest, StreamingResponseParser } from '../../protocol/dhttp';
 import { CodedError, ProtocolError } from '../../protocol/errors';
 import { ACCEPT_ENCODING, codingsOf } from '../content-coding';
 
@@ -168,7 +168,7 @@ class ContentDecoder {
 export async function httpStream(url: string, h: HttpStreamHandlers, options: HttpStreamOptions = {}): Promise<HttpStream> {
   const target = parseTarget(url);
   if (target.scheme !== 'http' && target.scheme !== 'https') throw new HttpStreamError('HTTP_ERR_SCHEME', `not an http:// or https:// URL: ${url}`);
-  const literal = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
+  const literal = hostLiteral(target.host);
   const address = isIP(literal) ? literal : (await lookup(literal)).address;
   let settled = false;
   let closeTransport: () => void = () => undefined;

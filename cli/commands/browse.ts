@@ -23,7 +23,7 @@ import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/s
 import { defaultStoreDir } from '../../app/payload-store';
 import { labSupport } from '../../lab/link';
 import { packageRoot } from '../../native';
-import { parseTarget } from '../../protocol/dhttp';
+import { hostLiteral, parseTarget } from '../../protocol/dhttp';
 import { startServer, type DhttpServer } from '../../server';
 import { intOption, parse, UsageError, type Io } from '../args';
 import { LabError } from '../../lab/errors';
@@ -147,7 +147,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   if (transportArg === 'tcp') url = url.replace(/^dhttpt?:\/\//i, 'http://');
   const target = parseTarget(url);
   if (loss !== undefined && loss > 0 && target.scheme === 'dhttp') {
-    const host = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
+    const host = hostLiteral(target.host);
     // the demo also gets 40 ms each way, so frames after a lost one arrive before its repair (visible out of order)
     relay = await startLossyRelay(target.port, { loss, seed, host: host === 'localhost' ? '127.0.0.1' : host, delayMs: server ? 40 : 0 });
     const r = relay;

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 
 import { startServer } from '../../server';
 import { intOption, parse, UsageError, type Io } from '../args';
+import { urlHost } from '../../protocol/dhttp/url';
 
 const HELP = `usage: catp serve DIR [options]
 
@@ -59,7 +60,7 @@ export async function serve(argv: string[], io: Io, signal?: AbortSignal): Promi
   if (pacing !== 'discover' && pacing !== 'fixed') throw new UsageError(`--pacing: expected discover or fixed, not ${pacing}`);
 
   const server = await startServer({ root, port, host, catp: { coldEncode: cold, pacing }, ...(values.dotfiles ? { serveDotfiles: true } : {}) });
-  const shown = host.includes(':') ? `[${host}]` : host;
+  const shown = urlHost(host);
   if (!values.quiet) {
     io.stdout.write(
       `catp serve: serving ${root}\n` +

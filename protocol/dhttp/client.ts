@@ -17,7 +17,7 @@ import {
   type HttpResponse,
 } from './http1';
 import { DhttpResponseStream } from './stream';
-import { parseTarget, type Target } from './url';
+import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
 import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
@@ -107,12 +107,8 @@ function defaultRandom(n: number): Uint8Array {
   return c.getRandomValues(new Uint8Array(n));
 }
 
-function stripBrackets(host: string): string {
-  return host.startsWith('[') ? host.slice(1, -1) : host;
-}
-
 function normalizeAddress(a: string): string {
-  const s = stripBrackets(a.toLowerCase());
+  const s = hostLiteral(a.toLowerCase());
   return s.startsWith('::ffff:') && s.includes('.') ? s.slice(7) : s;
 }
 

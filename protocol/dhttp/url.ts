@@ -41,6 +41,16 @@ function encodePath(raw: string): string {
   return out;
 }
 
+/** A URL's host as an address or name to resolve: an IPv6 literal without its brackets (`[::1]` → `::1`). */
+export function hostLiteral(host: string): string {
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+}
+
+/** An address as a URL writes it: an IPv6 address in brackets (`::1` → `[::1]`); the inverse of hostLiteral. */
+export function urlHost(address: string): string {
+  return address.includes(':') && !address.startsWith('[') ? `[${address}]` : address;
+}
+
 /** Parse a target URL. Throws LocalProtocolError DHTTP_ERR_BAD_SCHEME or DHTTP_ERR_BAD_URL. */
 export function parseTarget(url: string): Target {
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)(.*)$/s.exec(url.trim());

@@ -1,5 +1,5 @@
 import { LocalProtocolError } from '../../../protocol/errors';
-import { parseTarget } from '../../../protocol/dhttp/url';
+import { hostLiteral, parseTarget, urlHost } from '../../../protocol/dhttp/url';
 import { DhttpClient } from '../../../protocol/dhttp/client';
 
 test.each([
@@ -35,4 +35,15 @@ test.each([
 test('the DHTTP client refuses https:// (TLS is the host\'s: it never sends one in the clear)', () => {
   const c = new DhttpClient({ udpPort: 5000, tcpPort: 5001, randomBytes: (n) => new Uint8Array(n).fill(0x81) });
   expect(() => c.request({ url: 'https://127.0.0.1/x' }, 0)).toThrow(expect.objectContaining({ code: 'DHTTP_ERR_BAD_SCHEME' }));
+});
+
+test('hostLiteral and urlHost: a URL host and the address it names, IPv6 brackets off and on', () => {
+  expect(hostLiteral('[::1]')).toBe('::1');
+  expect(hostLiteral('127.0.0.1')).toBe('127.0.0.1');
+  expect(hostLiteral('example.com')).toBe('example.com');
+  expect(urlHost('::1')).toBe('[::1]');
+  expect(urlHost('[::1]')).toBe('[::1]');
+  expect(urlHost('10.0.0.1')).toBe('10.0.0.1');
+  for (const h of ['[2001:db8::1]', '10.0.0.1', 'host']) expect(urlHost(hostLiteral(h))).toBe(h);
+  expect(hostLiteral(parseTarget('dhttp://[::1]:9/').host)).toBe('::1');
 });
