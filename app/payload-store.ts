@@ -24,6 +24,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 
 import cacache from 'cacache';
+import { parseTarget } from '../protocol/dhttp/url';
 import { HostError } from './errors';
 
 export type PrivacyScope = 'site' | 'any';
@@ -63,12 +64,10 @@ export class StoreError extends Error {
   }
 }
 
-/** scheme://host:port of a URL (the port written out even when it is the scheme's default). */
+/** scheme://host:port of a URL (the port written out even when it is the scheme's default), as parseTarget reads it. */
 export function siteOf(url: string): string {
-  const u = new URL(url);
-  const scheme = u.protocol.replace(/:$/, '').toLowerCase();
-  const defaults: Record<string, string> = { http: '80', https: '443', dhttp: '80', dhttpt: '80' };
-  return `${scheme}://${u.hostname.toLowerCase()}:${u.port || defaults[scheme] || '0'}`;
+  const t = parseTarget(url);
+  return `${t.scheme}://${t.host}:${t.port}`;
 }
 
 export function sha256(bytes: Uint8Array): Uint8Array {

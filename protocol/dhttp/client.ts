@@ -19,7 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER } from './address-validation';
+import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER, canonicalAddress } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
@@ -107,10 +107,6 @@ function defaultRandom(n: number): Uint8Array {
   return c.getRandomValues(new Uint8Array(n));
 }
 
-function normalizeAddress(a: string): string {
-  const s = hostLiteral(a.toLowerCase());
-  return s.startsWith('::ffff:') && s.includes('.') ? s.slice(7) : s;
-}
 
 function isIpLiteral(host: string): boolean {
   return host.startsWith('[') || /^[0-9.]+$/.test(host);
@@ -531,10 +527,10 @@ export class DhttpClient {
   }
 
   receiveIcmpUnreachable(from: Address, nowMs: number): void {
-    const addr = normalizeAddress(from.address);
+    const addr = canonicalAddress(hostLiteral(from.address));
     for (const origin of this.origins.values()) {
       if (origin.port !== from.port) continue;
-      if (isIpLiteral(origin.host) && normalizeAddress(origin.host) !== addr) continue;
+      if (isIpLiteral(origin.host) && canonicalAddress(hostLiteral(origin.host)) !== addr) continue;
       const waiting = [...this.reqs.values()].filter((r) => r.origin === origin && channelOf(r.phase) === 'udp');
       if (waiting.length === 0 && origin.knowledge !== 'unknown') continue;
       origin.knowledge = 'plain';

@@ -169,7 +169,7 @@ test('bad options are refused with a named error', async () => {
 function buildChild(): string {
   const out = tempDir('catp-store-child-').dir;
   const root = join(__dirname, '..', '..');
-  for (const rel of ['app/payload-store.ts', 'app/errors.ts', 'protocol/errors.ts', 'test/dtd/store-writer-child.ts']) {
+  for (const rel of ['app/payload-store.ts', 'app/errors.ts', 'protocol/errors.ts', 'protocol/dhttp/url.ts', 'test/dtd/store-writer-child.ts']) {
     const js = ts.transpileModule(readFileSync(join(root, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
     }).outputText;
@@ -188,7 +188,11 @@ test('SIGKILL in the middle of a large write leaves a store that serves only ver
   });
   let out = '';
   const killed = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, sig) => resolve(sig)));
-  await new Promise<void>((resolve) => {
+  await new Promise<void>((resolve, reject) => {
+    // a child that ends before its third write (it failed to load, say) fails the test at once, not at its timeout
+    child.on('exit', (code, sig) => {
+      if (sig !== 'SIGKILL') reject(new Error(`the writer child ended early (code ${code}, signal ${sig}); output: ${out}`));
+    });
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       // Two payloads are in; the third is being written: kill it a little way into that write.
