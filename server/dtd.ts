@@ -1,5 +1,6 @@
-// Server side of DTD transfer suppression (protocol/README.md, section DTD): which requests get an
-// announcement, the table of held bodies waiting for PROCEED / DON'T-BOTHER, and the counters.
+// Server side of DTD transfer suppression (protocol/README.md, section DTD), the parts the DTD responder
+// (dtd-responder.ts) is built of: which requests get an announcement, the table of held bodies waiting for
+// PROCEED / DON'T-BOTHER, and the counters.
 //
 // Bounded: at most `maxHolds` bodies held (more: answered at once, counted `dtdHoldRefused`), each for at
 // most `holdTimeoutMs` (then dropped, `dtdHoldExpired`); the last `recentMemory` decided holds are
@@ -9,6 +10,7 @@
 import type { HttpResponse } from '../protocol/dhttp/http1';
 import { bodyLength, type FileResponse } from './files';
 import type { BodyBudget } from './body-budget';
+import { bumpCode } from './errors';
 import { DTD_ANNOUNCE_FIELD, formatAnnounce, parseDtdMode, type WireMode } from '../protocol/dtd/messages';
 
 export interface DtdServerOptions {
@@ -45,7 +47,10 @@ export interface DtdCounters {
   digestCacheHits: number;
 }
 
-export function newDtdCounters(): Omit<DtdCounters, 'digestsComputed' | 'digestCacheHits'> {
+/** The DTD counters the responder keeps (the digest ones are the file server's). */
+export type DtdOwnCounters = Omit<DtdCounters, 'digestsComputed' | 'digestCacheHits'>;
+
+export function newDtdCounters(): DtdOwnCounters {
   return {
     payloadBytesSent: 0,
     payloadResponses: 0,
@@ -64,10 +69,6 @@ export function newDtdCounters(): Omit<DtdCounters, 'digestsComputed' | 'digestC
     dtdBadModes: {},
     dtdBadDecisions: {},
   };
-}
-
-export function bumpCode(rec: Record<string, number>, code: string): void {
-  rec[code] = (rec[code] ?? 0) + 1;
 }
 
 /** The body-less announcement of a response: same status and headers, DTD-Announce, Content-Length 0. */
@@ -91,7 +92,7 @@ export function planFor(mode: WireMode | null, method: string, res: FileResponse
   return 'announce-and-send';
 }
 
-export function readMode(headers: HttpResponse['headers'], counters: ReturnType<typeof newDtdCounters>): WireMode | null {
+export function readMode(headers: HttpResponse['headers'], counters: DtdOwnCounters): WireMode | null {
   try {
     const m = parseDtdMode(headers);
     if (m !== null) counters.dtdRequests++;
@@ -103,12 +104,12 @@ export function readMode(headers: HttpResponse['headers'], counters: ReturnType<
 }
 
 export interface Hold<T> {
-  res: HttpResponse;
+  res: FileResponse;
   at: number;
   ctx: T;
 }
 
-type Decided<T> = { res: HttpResponse; ctx: T; decision: 'proceed' | 'dont-bother' };
+type Decided<T> = { res: FileResponse; ctx: T; decision: 'proceed' | 'dont-bother' };
 
 /** Held bodies keyed by (client address, request ID), plus a memory of decided ones. */
 export class HoldTable<T> {
@@ -121,9 +122,11 @@ export class HoldTable<T> {
     readonly recentMemory: number,
     /** Charge kept bodies to their client's share of this budget. */
     private readonly bodies?: { budget: BodyBudget; addressOf: (ctx: T) => string },
+    /** Keep a body after PROCEED until it leaves the memory of decided holds (false: drop it at once). */
+    private readonly keepAfterProceed = true,
   ) {}
 
-  private give(res: HttpResponse, ctx: T): void {
+  private give(res: FileResponse, ctx: T): void {
     if (this.bodies !== undefined && res.body.length > 0) this.bodies.budget.give(this.bodies.addressOf(ctx), res.body.length);
   }
 
@@ -140,7 +143,7 @@ export class HoldTable<T> {
   }
 
   /** false when the table is full, or the body does not fit its client's share of the budget. */
-  add(key: string, res: HttpResponse, ctx: T, now: number): boolean {
+  add(key: string, res: FileResponse, ctx: T, now: number): boolean {
     const old = this.holds.get(key);
     if (old === undefined && this.holds.size >= this.maxHolds) return false;
     if (this.bodies !== undefined && res.body.length > 0 && !this.bodies.budget.tryTake(this.bodies.addressOf(ctx), res.body.length)) return false;
@@ -157,14 +160,17 @@ export class HoldTable<T> {
     return h;
   }
 
-  /** `res` was held (charged): kept after a PROCEED (its body may be asked for again), dropped after a DON'T-BOTHER. */
-  private remember(key: string, res: HttpResponse, ctx: T, decision: 'proceed' | 'dont-bother'): void {
+  /**
+   * `res` was held (charged): kept after a PROCEED when `keepAfterProceed` (its body may be asked for again),
+   * else dropped; the decision is remembered either way.
+   */
+  private remember(key: string, res: FileResponse, ctx: T, decision: 'proceed' | 'dont-bother'): void {
     const old = this.recent.get(key);
     if (old !== undefined) {
       this.recent.delete(key);
       this.give(old.res, old.ctx);
     }
-    if (decision === 'dont-bother') {
+    if (decision === 'dont-bother' || !this.keepAfterProceed) {
       this.give(res, ctx);
       res = { ...res, body: new Uint8Array(0) };
     }

@@ -1,6 +1,8 @@
 // Public API of the reference origin server.
-export { startServer, DEFAULT_LIMITS } from './server';
-export type { DhttpServer, ServerOptions, ServerCounters, ServerLimits } from './server';
+export { startServer } from './server';
+export type { DhttpServer, ServerOptions, ServerCounters } from './server';
+export { DEFAULT_LIMITS } from './limits';
+export type { ServerLimits } from './limits';
 export { ChannelChooser, DEFAULT_CHANNEL_OPTIONS, RecentKeyRing } from './channel-choice';
 export { seededRng } from '../protocol/random';
 export type { Channel, ChannelOptions, ChannelCounters, ChannelDecision, ChannelDeps, ChoiceReason } from './channel-choice';

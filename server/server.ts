@@ -9,74 +9,25 @@
 import * as dgram from 'dgram';
 import * as net from 'net';
 import { createHash, randomBytes } from 'crypto';
-import { AddressTokens, AmplificationBudget, RETRY_TOKEN, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
-import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart } from '../protocol/dhttp/wire';
-import { RequestParser, getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
-import { CodedBodyCache, codeResponse } from './content-coding';
-import { DhttpRequestStream } from '../protocol/dhttp/stream';
+import { AddressTokens, AmplificationBudget, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
+import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex } from '../protocol/dhttp/wire';
+import { getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
+import { CodedBodyCache } from './content-coding';
 import { isCatpReport } from '../protocol/catp';
 import { ChannelChooser, type ChannelOptions, type ChannelCounters } from './channel-choice';
-import { FileServer, bodyLength, resolveTarget, simpleResponse, type FileResponse } from './files';
+import { FileServer, bodyLength } from './files';
 import { BodyBudget, type BodyBudgetCounters } from './body-budget';
-import { BodyWriter } from './body-writer';
-import { CatpSessions, parseCatpMode, parseCatpReuse, resolveCatpOptions, type CatpCounters, type CatpMemory, type CatpMode, type CatpOptions } from './catp';
-import { isDecisionRequest, parseDecision } from '../protocol/dtd/messages';
-import { sniffHtmlEncoding } from '../protocol/html-encoding';
-import { HoldTable, announcement, bumpCode, newDtdCounters, planFor, readMode, type DtdCounters, type DtdServerOptions } from './dtd';
-import { ServerError } from './errors';
-
-export interface ServerLimits {
-  /** Simultaneous client-opened TCP connections. */
-  maxConnections: number;
-  /** Simultaneous client-opened TCP connections from one address: one address cannot take every slot. */
-  maxConnectionsPerAddress: number;
-  /**
-   * A request on a client-opened connection must be complete this long after its first byte (ms): a client that
-   * trickles a header line every few seconds (slowloris) keeps the idle timeout from firing, not this one.
-   */
-  headTimeoutMs: number;
-  /** Idle timeout of client-opened TCP connections (ms). */
-  idleTimeoutMs: number;
-  /** Server-opened connections kept open to clients (LRU beyond this is closed). */
-  poolMax: number;
-  /** Idle timeout of server-opened connections (ms). */
-  poolIdleMs: number;
-  /** Connect timeout of server-opened connections (ms). */
-  connectTimeoutMs: number;
-  /** Pause reading a client connection while its unsent output exceeds this many bytes. */
-  writeHighWater: number;
-  /** Drop (and count) a UDP request's TCP answer when the pooled connection already has this much unsent. */
-  outboundMaxQueued: number;
-  /** Requests parsed but not yet answered on one client connection before reading pauses. */
-  maxPipelined: number;
-  /** UDP requests being answered at once; more are dropped and counted (the clients resend). */
-  maxUdpInFlight: number;
-  /** SO_RCVBUF asked for the UDP socket (the kernel caps it at net.core.rmem_max); 0 keeps the default. */
-  udpRecvBufferBytes: number;
-  /**
-   * Bytes of answers held in memory at once (queued on sockets, held for DTD, large CATP pages being encoded),
-   * in all and per client address (body-budget.ts). Files above 1 MiB are streamed from disk under it.
-   */
-  bodyBudgetBytes: number;
-  bodyBudgetPerAddressBytes: number;
-}
-
-export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
-  maxConnections: 1024,
-  maxConnectionsPerAddress: 32,
-  headTimeoutMs: 10_000,
-  idleTimeoutMs: 30_000,
-  poolMax: 256,
-  poolIdleMs: 30_000,
-  connectTimeoutMs: 5_000,
-  writeHighWater: 1024 * 1024,
-  outboundMaxQueued: 16 * 1024 * 1024,
-  maxPipelined: 32,
-  maxUdpInFlight: 1024,
-  udpRecvBufferBytes: 4 * 1024 * 1024,
-  bodyBudgetBytes: 128 * 1024 * 1024,
-  bodyBudgetPerAddressBytes: 16 * 1024 * 1024,
-});
+import { CatpSessions, parseCatpMode, resolveCatpOptions, type CatpCounters, type CatpMemory, type CatpMode, type CatpOptions } from './catp';
+import { isDecisionRequest } from '../protocol/dtd/messages';
+import { newDtdCounters, planFor, type DtdCounters, type DtdServerOptions } from './dtd';
+import { DtdResponder } from './dtd-responder';
+import { catpPage, readPageWhole } from './catp-page';
+import { bindSamePort } from './bind';
+import { ServerError, bumpCode, errorCode } from './errors';
+import { InboundConnection, type InboundDtd } from './inbound-connection';
+import { DEFAULT_LIMITS, type ServerLimits } from './limits';
+import { OutboundPool, type OutboundCounters } from './outbound-pool';
+import { retryOverTcpResponse, retryWithTokenResponse } from './retry-responses';
 
 export interface ServerOptions {
   /** Directory whose files are served. */
@@ -99,7 +50,7 @@ export interface ServerOptions {
   dtd?: DtdServerOptions;
 }
 
-export interface ServerCounters extends CatpCounters, DtdCounters {
+export interface ServerCounters extends CatpCounters, DtdCounters, OutboundCounters {
   udpDatagrams: number;
   udpRequests: number;
   /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
@@ -112,12 +63,6 @@ export interface ServerCounters extends CatpCounters, DtdCounters {
   ignoredResends: number;
   udpResponses: number;
   udpSendErrors: number;
-  tcpResponses: number;
-  tcpConnectsOpened: number;
-  tcpConnectsReused: number;
-  tcpConnectFailures: number;
-  /** TCP answers to UDP requests dropped because the pooled connection's queue was full, or the body budget. */
-  tcpOutboundDropped: number;
   /** 421 "resend over TCP" answers to non-idempotent UDP requests. */
   retryOverTcp: number;
   /** Requests whose otherPort was below 1024 (DHTTP paper IV-C). */
@@ -158,19 +103,10 @@ export interface DhttpServer {
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+/** A request datagram is at most 1460 bytes anyway; this only keeps the parser's bounds explicit. */
+const UDP_HTTP_LIMITS = { maxHeaderBytes: MAX_DATAGRAM_PAYLOAD, maxBodyBytes: MAX_DATAGRAM_PAYLOAD };
 /** The "ask again with this token" answer is about 130 bytes (ID included); room kept for it in a first flight. */
 const TOKEN_ANSWER_BYTES = 160;
-
-function errorCode(e: unknown): string {
-  if (e && typeof e === 'object' && 'code' in e && typeof (e as { code: unknown }).code === 'string') {
-    return (e as { code: string }).code;
-  }
-  return 'UNKNOWN';
-}
-
-function bump(rec: Record<string, number>, key: string): void {
-  rec[key] = (rec[key] ?? 0) + 1;
-}
 
 function cryptoRng(): () => number {
   let pool = randomBytes(0);
@@ -186,41 +122,6 @@ function cryptoRng(): () => number {
   };
 }
 
-/** Too large an answer for an unproven address: the token, and "ask again with it" (address-validation.ts). */
-function retryWithTokenResponse(token: string): HttpResponse {
-  return {
-    status: 421,
-    reason: 'Misdirected Request',
-    headers: [
-      ['DHTTP-Retry', RETRY_TOKEN],
-      [TOKEN_HEADER, token],
-      ['Content-Length', '0'],
-    ],
-    body: new Uint8Array(0),
-  };
-}
-
-function retryOverTcpResponse(): HttpResponse {
-  return {
-    status: 421,
-    reason: 'Misdirected Request',
-    headers: [
-      ['DHTTP-Retry', 'tcp'],
-      ['Content-Length', '0'],
-    ],
-    body: new Uint8Array(0),
-  };
-}
-
-function hasToken(value: string | undefined, token: string): boolean {
-  if (value === undefined) return false;
-  return value
-    .toLowerCase()
-    .split(',')
-    .some((t) => t.trim() === token);
-}
-
-
 /** Where a held body goes when the client says PROCEED: the request's source and announced TCP port. */
 interface UdpHoldCtx {
   rinfo: dgram.RemoteInfo;
@@ -231,31 +132,20 @@ interface UdpHoldCtx {
   proven: boolean;
 }
 
-/** An announced body being written at once on a server-opened connection (abort / auto-proceed). */
-interface Sending {
-  ob: Outbound;
-  /** Handed to the kernel (the write callback ran). */
-  written: boolean;
-}
-
-/** A pooled connection the server opened to a client's TCP port. */
-interface Outbound {
-  key: string;
-  socket: net.Socket;
-  connected: boolean;
-}
-
 class Server implements DhttpServer {
   readonly port: number;
   readonly host: string;
-  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | 'amplification' | 'bodies' | keyof CatpCounters | keyof DtdCounters>;
+  private readonly c: Omit<ServerCounters, 'highLossMode' | 'channel' | 'amplification' | 'bodies' | keyof CatpCounters | keyof DtdCounters | keyof OutboundCounters>;
   private readonly catp: CatpSessions;
+  /** DTD counters, shared by the UDP path's responder and every client-opened connection's. */
   private readonly dtdC = newDtdCounters();
-  private readonly dtdEnabled: boolean;
-  private readonly holds: HoldTable<UdpHoldCtx>;
-  private readonly sending = new Map<string, Sending>();
+  /** What each client-opened connection's own DTD responder shares with the server. */
+  private readonly inboundDtd: InboundDtd;
+  /** DTD for UDP requests: holds keyed by (client address, ID), answered on the channel the chooser picks. */
+  private readonly dtd: DtdResponder<UdpHoldCtx>;
   private readonly holdSweep: NodeJS.Timeout;
-  private readonly pool = new Map<string, Outbound>(); // insertion order = LRU order
+  /** Server-opened connections (answers to UDP requests over TCP). */
+  private readonly outbound: OutboundPool;
   private readonly inbound = new Set<net.Socket>();
   /** Open client-opened connections per remote address. */
   private readonly inboundPerAddress = new Map<string, number>();
@@ -283,14 +173,21 @@ class Server implements DhttpServer {
   ) {
     this.catp = new CatpSessions(udp, catp);
     this.bodies = new BodyBudget({ totalBytes: limits.bodyBudgetBytes, perAddressBytes: limits.bodyBudgetPerAddressBytes });
-    this.dtdEnabled = dtd?.enabled ?? true;
-    this.holds = new HoldTable(dtd?.maxHolds ?? 4096, dtd?.holdTimeoutMs ?? 30_000, dtd?.recentMemory ?? 4096, {
+    this.outbound = new OutboundPool(limits, this.bodies, (client, idHex) => this.chooser.sentTcp(client, idHex));
+    const dtdEnabled = dtd?.enabled ?? true;
+    this.inboundDtd = { enabled: dtdEnabled, counters: this.dtdC, now };
+    this.dtd = new DtdResponder({
+      enabled: dtdEnabled,
+      maxHolds: dtd?.maxHolds ?? 4096,
+      holdTimeoutMs: dtd?.holdTimeoutMs ?? 30_000,
+      recentMemory: dtd?.recentMemory ?? 4096,
+      repeatProceeds: true, // a body sent after PROCEED can be lost with its datagram or connection
+      counters: this.dtdC,
       budget: this.bodies,
-      addressOf: (ctx: UdpHoldCtx) => ctx.rinfo.address,
+      addressOf: (ctx) => ctx.rinfo.address,
+      now,
     });
-    this.holdSweep = setInterval(() => {
-      this.dtdC.dtdHoldExpired += this.holds.expire(this.now());
-    }, Math.max(100, Math.min(1000, this.holds.holdTimeoutMs / 4)));
+    this.holdSweep = setInterval(() => this.dtd.expire(), Math.max(100, Math.min(1000, this.dtd.holdTimeoutMs / 4)));
     this.holdSweep.unref();
     this.host = host;
     this.port = port;
@@ -304,11 +201,6 @@ class Server implements DhttpServer {
       ignoredResends: 0,
       udpResponses: 0,
       udpSendErrors: 0,
-      tcpResponses: 0,
-      tcpConnectsOpened: 0,
-      tcpConnectsReused: 0,
-      tcpConnectFailures: 0,
-      tcpOutboundDropped: 0,
       retryOverTcp: 0,
       refusedPorts: 0,
       tcpConnectionsAccepted: 0,
@@ -344,6 +236,7 @@ class Server implements DhttpServer {
     const channel = this.chooser.counters();
     return {
       ...this.c,
+      ...this.outbound.counters(),
       ...this.catp.counters(),
       ...this.dtdC,
       ...this.files.digestCounters(),
@@ -376,7 +269,7 @@ class Server implements DhttpServer {
       dreq = decodeRequest(msg);
     } catch (e) {
       const code = errorCode(e);
-      bump(this.c.udpMalformed, code);
+      bumpCode(this.c.udpMalformed, code);
       if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
       return;
     }
@@ -389,7 +282,7 @@ class Server implements DhttpServer {
     try {
       req = parseRequestDatagram(dreq.http, UDP_HTTP_LIMITS);
     } catch (e) {
-      bump(this.c.udpMalformed, errorCode(e));
+      bumpCode(this.c.udpMalformed, errorCode(e));
       return;
     }
     // Proven: this request carries a token we handed out at this address (proof is per request, never
@@ -461,12 +354,12 @@ class Server implements DhttpServer {
 
     // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
     const dtdKey = `${client}|${idHex}`;
-    const held = this.holds.get(dtdKey);
+    const held = this.dtd.reannouncement(dtdKey);
     if (held !== undefined) {
-      this.sendAnswer(announcement(held.res, true), 'GET', id, idHex, rinfo, otherPort, resend, proven || held.ctx.proven);
+      this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, proven || held.ctx.proven);
       return;
     }
-    const dtdMode = this.dtdEnabled && mode === null ? readMode(req.headers, this.dtdC) : null;
+    const dtdMode = mode === null ? this.dtd.mode(req.headers) : null;
 
     this.udpInFlight++;
     let taken = 0; // body budget held for a large CATP page while it is read and encoded
@@ -485,7 +378,7 @@ class Server implements DhttpServer {
         if (this.closed) return;
         // A file too large to read whole: CATP reads it (its encoder needs every byte) within the body budget;
         // any other answer streams it over the client's own connection.
-        const res = answer.file !== undefined && mode !== null ? await this.readForCatp(answer, client) : answer;
+        const res = answer.file !== undefined && mode !== null ? await readPageWhole(this.files, this.bodies, answer, client) : answer;
         if (res !== answer) taken = bodyLength(res);
         if (this.closed) return;
         // (The request stays pending while its page is encoded: repeats meanwhile are ignored.)
@@ -503,13 +396,11 @@ class Server implements DhttpServer {
         }
         const plan = planFor(dtdMode, req.method, res);
         if (plan === 'hold') {
-          if (this.holds.add(dtdKey, res, { rinfo, otherPort, id, idHex, proven }, this.now())) {
-            this.dtdC.dtdAnnounced++;
-            this.dtdC.dtdHeld++;
-            this.sendAnswer(announcement(res, true), 'GET', id, idHex, rinfo, otherPort, resend, proven);
+          const ann = this.dtd.hold(dtdKey, res, { rinfo, otherPort, id, idHex, proven });
+          if (ann !== null) {
+            this.sendAnswer(ann, 'GET', id, idHex, rinfo, otherPort, resend, proven);
             return;
           }
-          this.dtdC.dtdHoldRefused++;
         }
         if (plan !== 'none') {
           const http = serializeResponse(res);
@@ -520,22 +411,20 @@ class Server implements DhttpServer {
           if (ID_BYTES + http.length > MAX_DATAGRAM_PAYLOAD) {
             // Announce, then the body at once on the same server-opened connection; a DON'T-BOTHER (or the
             // client closing that connection) cuts it short.
-            this.dtdC.dtdAnnounced++;
-            this.dtdC.dtdSentAtOnce++;
-            this.countPayload(res, 'GET');
-            const ann = encodeResponse(id, serializeResponse(announcement(res, false)));
+            const ann = encodeResponse(id, serializeResponse(this.dtd.announceSending(res)));
             const full = encodeResponse(id, http);
             const bytes = new Uint8Array(ann.length + full.length);
             bytes.set(ann, 0);
             bytes.set(full, ann.length);
-            const entry: Sending = { ob: null as unknown as Outbound, written: false };
-            const ob = this.sendTcp(client, otherPort, idHex, bytes, () => {
-              entry.written = true; // handed to the kernel; its send queue can still be cut
-            });
+            const ob = this.outbound.send(client, otherPort, idHex, bytes);
             if (ob !== null) {
-              entry.ob = ob;
-              this.sending.set(dtdKey, entry);
-              while (this.sending.size > this.holds.maxHolds) this.sending.delete(this.sending.keys().next().value as string);
+              // What is still queued (in Node or in the kernel) goes only with the connection; the client closes
+              // its side too, and answers queued behind on it are resent by their clients.
+              this.dtd.cutOnDontBother(dtdKey, () => {
+                if (ob.socket.destroyed) return false;
+                this.outbound.drop(ob);
+                return true;
+              });
             }
             return;
           }
@@ -567,9 +456,9 @@ class Server implements DhttpServer {
       this.refuseUnproven(id, rinfo, resend);
       return;
     }
-    this.countPayload(res, method);
+    this.dtd.countPayload(res, method);
     if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend, proven);
-    else this.sendTcp(rinfo.address, otherPort, idHex, bytes);
+    else this.outbound.send(rinfo.address, otherPort, idHex, bytes);
   }
 
   /** "Ask again with this token": a small answer (≤ 3× the padded request a client without a token sends). */
@@ -579,109 +468,26 @@ class Server implements DhttpServer {
   }
 
   /**
-   * A CATP page too large for the file server to read unasked: read whole if the address's share of the body
-   * budget has room for it (taken here; the caller gives it back once the page is encoded or refused); else the
-   * answer as it was (a file, sent over TCP).
+   * PROCEED / DON'T-BOTHER from a client (UDP), keyed like its hold by (address, ID); a held body goes on the
+   * channel the chooser picks. Hostile ones are counted by reason and dropped.
    */
-  private async readForCatp(res: FileResponse, client: string): Promise<FileResponse> {
-    const file = res.file;
-    if (file === undefined || !this.bodies.tryTake(client, file.size)) return res;
-    let body: Uint8Array | null = null;
-    try {
-      body = await this.files.readWhole(file);
-    } catch {
-      body = null;
-    }
-    // unreadable, or changed under us: the file as it was (streamed over TCP, where a short file fails cleanly)
-    if (body === null || body.length !== file.size) {
-      this.bodies.give(client, file.size);
-      return res;
-    }
-    return { status: res.status, reason: res.reason, headers: res.headers, body };
-  }
-
-  private countPayload(res: HttpResponse, method: string): void {
-    if (method === 'HEAD' || res.body.length === 0) return;
-    this.dtdC.payloadBytesSent += res.body.length;
-    this.dtdC.payloadResponses++;
-  }
-
-  /** PROCEED / DON'T-BOTHER from a client (UDP). Hostile ones are counted by reason and dropped. */
   private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo, proven: boolean): void {
-    let decision;
-    try {
-      decision = parseDecision(req);
-    } catch (e) {
-      bumpCode(this.dtdC.dtdBadDecisions, errorCode(e));
-      return;
-    }
-    const idHex = idToHex(id);
-    const key = `${rinfo.address}|${idHex}`;
-    const hold = this.holds.decide(key, decision);
-    if (hold !== undefined) {
-      if (decision === 'proceed') {
-        this.dtdC.dtdProceeds++;
-        const ctx = hold.ctx;
-        this.sendAnswer(hold.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, resend, ctx.proven || proven);
-      } else {
-        this.dtdC.dtdDontBothers++;
-      }
-      return;
-    }
-    const sending = this.sending.get(key);
-    if (sending !== undefined) {
-      this.sending.delete(key);
-      if (decision === 'dont-bother') {
-        this.dtdC.dtdDontBothers++;
-        if (!sending.ob.socket.destroyed) {
-          // What is still queued (in Node or in the kernel) is discarded: cut the connection. The client
-          // closes its side too; answers queued behind on it are resent by their clients.
-          this.dtdC.dtdAborted++;
-          this.dropOutbound(sending.ob);
-        }
-      } else {
-        this.dtdC.dtdLateDecisions++;
-      }
-      return;
-    }
-    const past = this.holds.decided(key);
-    if (past !== undefined) {
-      if (past.decision === 'proceed' && decision === 'proceed' && resend) {
-        // Our body did not arrive: send it again, over TCP (it is an answer to a resend).
-        this.dtdC.dtdRepeatedProceeds++;
-        const ctx = past.ctx;
-        this.sendAnswer(past.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, true, ctx.proven || proven);
-      } else {
-        this.dtdC.dtdLateDecisions++;
-      }
-      return;
-    }
-    this.dtdC.dtdUnknownDecisions++;
+    const proceed = this.dtd.decide(req, `${rinfo.address}|${idToHex(id)}`, resend);
+    if (proceed === null) return;
+    const ctx = proceed.ctx;
+    this.sendAnswer(proceed.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, proceed.resend, ctx.proven || proven);
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
   private async startCatp(mode: CatpMode, req: HttpRequest, res: HttpResponse, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, memory: CatpMemory, sendToken: (() => void) | null): Promise<boolean> {
-    if (res.status !== 200) return false;
-    if (mode === 'catp') {
-      const type = (getHeader(res.headers, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
-      if (type !== 'text/html') return false;
-    }
-    const etag = getHeader(res.headers, 'etag');
-    const target = resolveTarget(req.target);
-    // path + size + mtime (the ETag is "size-mtime"); the body length guards against a file that changed.
-    const cacheKey = etag !== null && target.ok ? `${target.segments.join('/')}${target.trailingSlash ? '/' : ''}\0${etag}\0${res.body.length}` : null;
+    const page = catpPage(mode, req, res);
+    if (page === null) return false;
     return this.catp.startAsync({
-      mode,
+      ...page,
       id,
       idHex,
       address: rinfo.address,
       port: rinfo.port,
-      rateHeader: getHeader(req.headers, 'catp-rate'),
-      reuse: parseCatpReuse(getHeader(req.headers, 'catp-reuse')),
-      cacheKey,
-      body: res.body,
-      // the encoding the file server labelled the page with (or, for a page too large to sniff unasked, the bytes')
-      ...(mode === 'catp' ? { encoding: sniffHtmlEncoding(res.body, { contentType: getHeader(res.headers, 'content-type'), complete: true }).encoding } : {}),
       memory,
       ...(sendToken === null ? {} : { unproven: { budget: this.budget, sendToken } }),
     });
@@ -708,72 +514,6 @@ class Server implements DhttpServer {
     } catch {
       this.c.udpSendErrors++; // socket closed under us, or an address the kernel refuses
     }
-  }
-
-  // ------------------------------------------------ server-opened TCP (answers to UDP requests)
-
-  private sendTcp(client: string, port: number, idHex: string, bytes: Uint8Array, onWritten?: () => void): Outbound | null {
-    const key = `${client}|${port}`;
-    let ob = this.pool.get(key);
-    if (ob && !ob.socket.destroyed && ob.socket.writable) {
-      this.c.tcpConnectsReused++;
-      this.pool.delete(key); // move to the LRU tail
-      this.pool.set(key, ob);
-    } else {
-      if (ob) this.dropOutbound(ob);
-      ob = this.openOutbound(key, client, port);
-    }
-    if (ob.socket.writableLength + bytes.length > this.limits.outboundMaxQueued || !this.bodies.tryTake(client, bytes.length)) {
-      this.c.tcpOutboundDropped++; // the client resends; its resend goes over TCP
-      return null;
-    }
-    ob.socket.write(bytes, (err) => {
-      this.bodies.give(client, bytes.length);
-      onWritten?.();
-      if (err) return; // connect failure or reset: counted there; the client will resend
-      this.c.tcpResponses++;
-      this.chooser.sentTcp(client, idHex);
-    });
-    return ob;
-  }
-
-  private openOutbound(key: string, client: string, port: number): Outbound {
-    while (this.pool.size >= this.limits.poolMax) {
-      const oldest = this.pool.values().next().value as Outbound;
-      this.dropOutbound(oldest);
-    }
-    this.c.tcpConnectsOpened++;
-    const socket = net.connect({ host: client, port, noDelay: true });
-    const ob: Outbound = { key, socket, connected: false };
-    this.pool.set(key, ob);
-    socket.setTimeout(this.limits.connectTimeoutMs);
-    socket.on('connect', () => {
-      ob.connected = true;
-      socket.setTimeout(this.limits.poolIdleMs);
-    });
-    socket.on('timeout', () => {
-      if (!ob.connected) this.c.tcpConnectFailures++;
-      this.dropOutbound(ob);
-    });
-    socket.on('error', () => {
-      if (!ob.connected) this.c.tcpConnectFailures++;
-      this.dropOutbound(ob);
-    });
-    socket.on('close', () => this.forget(ob));
-    socket.on('end', () => this.dropOutbound(ob)); // the client closed its side: stop using it
-    socket.on('data', () => {
-      /* clients have nothing to say on this connection; discard */
-    });
-    return ob;
-  }
-
-  private forget(ob: Outbound): void {
-    if (this.pool.get(ob.key) === ob) this.pool.delete(ob.key);
-  }
-
-  private dropOutbound(ob: Outbound): void {
-    this.forget(ob);
-    if (!ob.socket.destroyed) ob.socket.destroy();
   }
 
   // ------------------------------------------------ client-opened TCP
@@ -809,9 +549,9 @@ class Server implements DhttpServer {
       this.c.tcpIdleTimeouts++;
       sock.destroy();
     });
-    new InboundConnection(sock, this.files, this.coded, this.limits, this.dtdEnabled, this.dtdC, this.bodies, {
+    new InboundConnection(sock, this.files, this.coded, this.limits, this.inboundDtd, this.bodies, {
       malformed: (code) => {
-        bump(this.c.tcpMalformed, code);
+        bumpCode(this.c.tcpMalformed, code);
         if (code === 'DHTTP_ERR_BAD_PORT') this.c.refusedPorts++;
       },
       internalError: () => this.c.internalErrors++,
@@ -826,14 +566,13 @@ class Server implements DhttpServer {
     this.closed = true;
     this.catp.close();
     clearInterval(this.holdSweep);
-    this.holds.clear();
-    this.sending.clear();
+    this.dtd.close();
     this.closing = new Promise<void>((resolve) => {
       let pending = 2;
       const done = () => {
         if (--pending === 0) resolve();
       };
-      for (const ob of [...this.pool.values()]) this.dropOutbound(ob);
+      this.outbound.close();
       for (const s of this.inbound) s.destroy();
       this.inbound.clear();
       this.tcp.close(() => done());
@@ -847,309 +586,7 @@ class Server implements DhttpServer {
   }
 }
 
-interface ConnHooks {
-  malformed(code: string): void;
-  internalError(): void;
-  headTimeout(): void;
-  dhttpRequest(): void;
-  httpRequest(): void;
-}
-
-type Parsed =
-  | { kind: 'dhttp'; id: Uint8Array; request: HttpRequest }
-  | { kind: 'http'; request: HttpRequest }
-  | { kind: 'bad-http'; code: string };
-
-/** A request datagram is at most 1460 bytes anyway; this only keeps the parser's bounds explicit. */
-const UDP_HTTP_LIMITS = { maxHeaderBytes: MAX_DATAGRAM_PAYLOAD, maxBodyBytes: MAX_DATAGRAM_PAYLOAD };
-
-/** DTD bodies held at once on one client-opened DHTTP connection; more are sent at once. */
-const HOLDS_PER_CONNECTION = 64;
-
-/** Bodies are never accepted (GET/HEAD only), so a client-opened connection may buffer at most this much. */
-const INBOUND_HTTP_LIMITS = { maxBodyBytes: 1024 * 1024 };
-
-/**
- * One client-opened TCP connection: either a DHTTP request stream (first byte >= 0x80) or plain HTTP/1.1.
- * Requests are answered strictly in order. Parsed requests are pulled from the parser only while fewer
- * than `maxPipelined` wait, and reading pauses while that many wait or the socket's unsent output exceeds
- * `writeHighWater`, so neither the input nor the output side grows without bound.
- */
-class InboundConnection {
-  private dhttp: DhttpRequestStream | null = null;
-  private http: RequestParser | null = null;
-  private readonly queue: Parsed[] = [];
-  private working = false;
-  /** No more requests will be taken (error, Connection: close, or the client ended): close when drained. */
-  private stopParsing = false;
-  private ended = false;
-  private paused = false;
-  /**
-   * DTD: bodies held for a PROCEED on this connection, by request ID (bounded like the pipeline); `taken`: the
-   * bytes of the body budget the held body counts against (0 for a file, which stays on disk).
-   */
-  private readonly holds = new Map<string, { res: FileResponse; taken: number }>();
-  private readonly out: BodyWriter;
-  private readonly address: string;
-  private readonly decided = new Set<string>();
-  /** Runs from the first byte of a request until it is complete (limits.headTimeoutMs). */
-  private headDeadline: NodeJS.Timeout | null = null;
-
-  constructor(
-    private readonly sock: net.Socket,
-    private readonly files: FileServer,
-    private readonly coded: CodedBodyCache,
-    private readonly limits: ServerLimits,
-    private readonly dtdEnabled: boolean,
-    private readonly dtd: ReturnType<typeof newDtdCounters>,
-    private readonly bodies: BodyBudget,
-    private readonly hooks: ConnHooks,
-  ) {
-    this.address = sock.remoteAddress ?? '';
-    this.out = new BodyWriter(sock, this.address, bodies, limits.writeHighWater);
-    sock.on('data', (chunk: Buffer) => this.onData(chunk));
-    sock.on('end', () => {
-      // allowHalfOpen: answer what was asked, then close our side.
-      this.ended = true;
-      void this.pump();
-    });
-    sock.on('drain', () => this.flowControl());
-    sock.on('close', () => {
-      this.clearHeadDeadline();
-      for (const h of this.holds.values()) this.bodies.give(this.address, h.taken);
-      this.holds.clear();
-    });
-  }
-
-  private armHeadDeadline(): void {
-    this.headDeadline = setTimeout(() => {
-      this.headDeadline = null;
-      // Paused by us (answers not yet written, the pipeline full): the wait is ours, not the client's.
-      if (this.paused) return this.armHeadDeadline();
-      this.hooks.headTimeout();
-      this.sock.destroy();
-    }, this.limits.headTimeoutMs);
-    this.headDeadline.unref();
-  }
-
-  private clearHeadDeadline(): void {
-    if (this.headDeadline !== null) clearTimeout(this.headDeadline);
-    this.headDeadline = null;
-  }
-
-  private onData(chunk: Buffer): void {
-    if (this.stopParsing || chunk.length === 0) return;
-    if (this.headDeadline === null) this.armHeadDeadline();
-    if (!this.dhttp && !this.http) {
-      if (isDhttpStreamStart(chunk[0])) this.dhttp = new DhttpRequestStream(INBOUND_HTTP_LIMITS);
-      else this.http = new RequestParser(INBOUND_HTTP_LIMITS);
-    }
-    (this.dhttp ?? this.http)?.push(chunk);
-    this.pull();
-    void this.pump();
-  }
-
-  /** Moves complete requests from the parser to the queue while there is room. */
-  private pull(): void {
-    try {
-      while (!this.stopParsing && this.queue.length < this.limits.maxPipelined) {
-        if (this.dhttp) {
-          const m = this.dhttp.next();
-          if (!m) break;
-          this.hooks.dhttpRequest();
-          this.clearHeadDeadline();
-          this.queue.push({ kind: 'dhttp', id: m.id, request: m.request });
-        } else if (this.http) {
-          const r = this.http.next();
-          if (!r) break;
-          this.hooks.httpRequest();
-          this.clearHeadDeadline();
-          this.queue.push({ kind: 'http', request: r });
-          if (!keepAlive(r)) this.stopParsing = true;
-        } else {
-          break;
-        }
-      }
-    } catch (e) {
-      const code = errorCode(e);
-      this.hooks.malformed(code);
-      this.stopParsing = true;
-      // Plain HTTP gets a 400 after the good requests before it; a broken DHTTP stream has no ID to
-      // answer, so it is simply closed once the requests before the error are answered.
-      if (this.http) this.queue.push({ kind: 'bad-http', code });
-    }
-    this.flowControl();
-  }
-
-  private flowControl(): void {
-    const full = this.queue.length >= this.limits.maxPipelined || this.sock.writableLength > this.limits.writeHighWater;
-    if (full && !this.paused) {
-      this.paused = true;
-      this.sock.pause();
-    } else if (!full && this.paused) {
-      this.paused = false;
-      if (!this.stopParsing) this.sock.resume();
-    }
-  }
-
-  private async pump(): Promise<void> {
-    if (this.working) return;
-    this.working = true;
-    try {
-      while (this.queue.length > 0 && !this.sock.destroyed) {
-        const item = this.queue.shift() as Parsed;
-        try {
-          await this.answer(item);
-        } catch {
-          // Could not produce an answer (a bug, not the peer's fault): the stream cannot stay in order.
-          this.hooks.internalError();
-          this.queue.length = 0;
-          this.sock.destroy();
-          break;
-        }
-        this.pull();
-      }
-    } finally {
-      this.working = false;
-    }
-    if (this.queue.length === 0 && (this.stopParsing || this.ended)) this.finish();
-  }
-
-  private async answer(item: Parsed): Promise<void> {
-    if (item.kind === 'bad-http') {
-      await this.out.write(serializeResponse(simpleResponse(400, [['Connection', 'close']])));
-      this.queue.length = 0;
-      return;
-    }
-    const req = item.request;
-    if (item.kind === 'dhttp' && isDecisionRequest(req)) {
-      await this.decision(item.id, req);
-      return;
-    }
-    const dtdMode = item.kind === 'dhttp' && this.dtdEnabled ? readMode(req.headers, this.dtd) : null;
-    const res = await this.files.handle(req, { reprDigest: dtdMode !== null, stream: true });
-    const head = req.method === 'HEAD';
-    if (item.kind === 'dhttp') {
-      // On the client's own connection a body sent at once cannot be cut without cutting the requests behind
-      // it, so only `hold` changes anything here; otherwise the answer (with its digest) goes as usual.
-      const idHex = idToHex(item.id);
-      // A held body counts against the body budget (a file stays on disk); no room: it goes at once.
-      const taken = res.body.length;
-      if (planFor(dtdMode, req.method, res) === 'hold' && this.holds.size < HOLDS_PER_CONNECTION && this.bodies.tryTake(this.address, taken)) {
-        this.holds.set(idHex, { res, taken });
-        this.dtd.dtdAnnounced++;
-        this.dtd.dtdHeld++;
-        await this.out.write(encodeResponse(item.id, serializeResponse(announcement(res, true))));
-        return;
-      }
-      this.countPayload(res, req.method);
-      await this.send(res, head, item.id);
-      return;
-    }
-    // plain HTTP/1.1: compressed as real servers do (content-coding.ts); a file streamed from disk goes as it is
-    const out: FileResponse = res.file === undefined ? codeResponse(res, getHeader(req.headers, 'accept-encoding'), this.coded) : res;
-    this.countPayload(out, req.method);
-    const headers = out.headers.filter(([n]) => n.toLowerCase() !== 'connection');
-    headers.push(['Connection', keepAlive(req) ? 'keep-alive' : 'close']);
-    await this.send({ ...out, headers }, head, null);
-  }
-
-  /** One answer: its head, then its body (from memory, or from disk a chunk at a time); `id`: DHTTP framing. */
-  private async send(res: FileResponse, head: boolean, id: Uint8Array | null): Promise<void> {
-    const file = res.file;
-    const http = serializeResponse(res, file === undefined ? { head } : { bodyLength: file.size });
-    await this.out.write(id === null ? http : encodeResponse(id, http));
-    if (file !== undefined && !head && !(await this.out.writeFile(file))) this.hooks.internalError();
-  }
-
-  private countPayload(res: FileResponse, method: string): void {
-    const n = bodyLength(res);
-    if (method === 'HEAD' || n === 0) return;
-    this.dtd.payloadBytesSent += n;
-    this.dtd.payloadResponses++;
-  }
-
-  private async decision(id: Uint8Array, req: HttpRequest): Promise<void> {
-    let decision;
-    try {
-      decision = parseDecision(req);
-    } catch (e) {
-      bumpCode(this.dtd.dtdBadDecisions, errorCode(e));
-      return;
-    }
-    const idHex = idToHex(id);
-    const hold = this.holds.get(idHex);
-    if (hold === undefined) {
-      if (this.decided.has(idHex)) this.dtd.dtdLateDecisions++;
-      else this.dtd.dtdUnknownDecisions++;
-      return;
-    }
-    this.holds.delete(idHex);
-    this.bodies.give(this.address, hold.taken); // from here the writer charges what it queues
-    this.decided.add(idHex);
-    if (this.decided.size > 256) this.decided.delete(this.decided.values().next().value as string);
-    if (decision === 'dont-bother') {
-      this.dtd.dtdDontBothers++;
-      return;
-    }
-    this.dtd.dtdProceeds++;
-    this.countPayload(hold.res, 'GET');
-    await this.send(hold.res, false, id);
-  }
-
-  private finish(): void {
-    if (!this.sock.destroyed) this.sock.end();
-  }
-}
-
-function keepAlive(r: HttpRequest): boolean {
-  const conn = getHeader(r.headers, 'connection') ?? undefined;
-  if (hasToken(conn, 'close')) return false;
-  if (r.version === 'HTTP/1.0') return hasToken(conn, 'keep-alive');
-  return true;
-}
-
-function bindUdp(sock: dgram.Socket, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error) => {
-      sock.off('listening', onListening);
-      reject(err);
-    };
-    const onListening = () => {
-      sock.off('error', onError);
-      resolve();
-    };
-    sock.once('error', onError);
-    sock.once('listening', onListening);
-    sock.bind({ port, address: host, exclusive: true });
-  });
-}
-
-function listenTcp(srv: net.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error) => {
-      srv.off('listening', onListening);
-      reject(err);
-    };
-    const onListening = () => {
-      srv.off('error', onError);
-      const a = srv.address();
-      resolve(a && typeof a === 'object' ? a.port : port);
-    };
-    srv.once('error', onError);
-    srv.once('listening', onListening);
-    srv.listen({ port, host, exclusive: true });
-  });
-}
-
-function closeTcp(srv: net.Server): Promise<void> {
-  return new Promise((resolve) => srv.close(() => resolve()));
-}
-
-/**
- * Starts the server. TCP is bound first (port 0 = the kernel picks), then UDP on the same number; when the
- * port was picked by the kernel and UDP cannot have it, both are retried on a new number (up to 10 times).
- */
+/** Starts the server: both sockets on one port number (bind.ts), then the Server on them. */
 export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
   // Both sockets must bind the same address family; a host name could resolve differently for each.
   const host = opts.host === undefined || opts.host === 'localhost' ? '127.0.0.1' : opts.host;
@@ -1163,31 +600,6 @@ export async function startServer(opts: ServerOptions): Promise<DhttpServer> {
   const files = await FileServer.create({ root: opts.root, ...(opts.serveDotfiles ? { serveDotfiles: true } : {}) });
   const now = opts.now ?? (() => performance.now());
   const chooser = new ChannelChooser(opts.channel, { now, rng: opts.rng ?? cryptoRng() });
-  const type: dgram.SocketType = net.isIPv6(host) ? 'udp6' : 'udp4';
-
-  const attempts = requested === 0 ? 10 : 1;
-  let lastErr: unknown;
-  for (let i = 0; i < attempts; i++) {
-    const tcp = net.createServer({ allowHalfOpen: true });
-    const port = await listenTcp(tcp, requested, host);
-    const udp = dgram.createSocket({
-      type,
-      reuseAddr: false,
-      recvBufferSize: limits.udpRecvBufferBytes > 0 ? limits.udpRecvBufferBytes : undefined,
-    });
-    try {
-      await bindUdp(udp, port, host);
-    } catch (e) {
-      lastErr = e;
-      try {
-        udp.close();
-      } catch {
-        /* never bound */
-      }
-      await closeTcp(tcp);
-      continue;
-    }
-    return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp, opts.dtd, now);
-  }
-  throw lastErr instanceof Error ? lastErr : new ServerError('SERVER_ERR_BIND', 'could not bind UDP and TCP on the same port');
+  const { udp, tcp, port } = await bindSamePort(host, requested, limits.udpRecvBufferBytes);
+  return new Server(files, chooser, limits, udp, tcp, host, port, opts.catp, opts.dtd, now);
 }
