@@ -1,14 +1,10 @@
 // The browser host: shell-independent. Takes BrowserCommands from a renderer (through any transport) and
-// answers with BrowserEvents; owns the DhttpHost (native endpoint + DHTTP client + CATP assembler), the
-// history, and the per-load bookkeeping (frame records on the kernel clock, missing / repaired counts, what
-// the payload store saved: CATP blocks reused, DTD hits).
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-
+// answers with BrowserEvents; owns the DhttpHost (native endpoint + DHTTP client + CATP assembler). This file
+// coordinates: commands, navigation, the load being shown and its end; the pieces are history.ts,
+// redirects.ts, the per-transport event makers (stream-events.ts, tcp-events.ts, whole-event.ts),
+// load-savings.ts (what the payload store saved) and load-records.ts (the records renderers hand over).
 import { DhttpHost, type DhttpHostOptions, type FetchResult } from '../dhttp-host';
-import type { ReuseOutcome } from '../block-reuse';
 import type { PayloadStore } from '../payload-store';
-import type { FrameRecord, StreamEvent } from '../stream-session';
 import { realtimeNs } from '../../native';
 import { getHeader, parseTarget } from '../../protocol/dhttp';
 import {
@@ -19,14 +15,19 @@ import {
   type LoadRecord,
   type LoadSavings,
   type Transport,
-  type WireFrame,
 } from '../../protocol/browser/api';
 import { httpStream, type HttpStream } from './http-stream';
-import { CatpTreeBuilder } from '../../protocol/catp';
-import { StreamingHtmlDecoder, decodeHtml, textDecoderFor, textEncoding } from '../../protocol/html-encoding';
-import { DomOpRecorder } from './dom-recorder';
 import { HtmlNameScanner, PageNames } from './page-names';
 import { HostError } from '../errors';
+import { History, type HistoryEntry } from './history';
+import { redirectStep } from './redirects';
+import { LoadRecords, writeRecordFile } from './load-records';
+import { addSavings, dtdSavings, noSavings, reuseSavings, type SavingsUpdate } from './load-savings';
+import { StreamLoadEvents } from './stream-events';
+import { TcpLoadEvents, firstHeader } from './tcp-events';
+import { wholeEvent } from './whole-event';
+
+export { MAX_REDIRECTS } from './redirects';
 
 export interface BrowserServiceOptions {
   host?: DhttpHost;
@@ -55,16 +56,6 @@ export interface BrowserServiceOptions {
   openCompare?: (url: string) => Promise<string>;
 }
 
-interface HistoryEntry {
-  url: string;
-  transport: Transport | undefined;
-}
-
-/** Answers that send the browser on to their Location (RFC 9110 §15.4). */
-const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
-/** Redirects followed in one navigation before it fails (as Chromium's net::ERR_TOO_MANY_REDIRECTS). */
-export const MAX_REDIRECTS = 20;
-
 interface ActiveLoad {
   loadId: number;
   url: string;
@@ -88,18 +79,12 @@ export class BrowserService {
   readonly host: DhttpHost;
   private readonly ownsHost: boolean;
   private readonly listeners = new Set<Listener>();
-  private readonly history: HistoryEntry[] = [];
-  private index = -1;
+  private readonly history = new History();
   private nextLoadId = 1;
   private current: ActiveLoad | null = null;
   private nextDumpId = 1;
   private readonly dumps = new Map<number, (tree: DumpNode | null) => void>();
-  private readonly records = new Map<number, LoadRecord>();
-  private readonly recordWaiters = new Map<number, ((r: LoadRecord) => void)[]>();
-  /** A load that redirected → the load of its next hop (bounded): its record is the final hop's. */
-  private readonly redirectedTo = new Map<number, number>();
-  /** Savings of recent loads (bounded), for the records the renderer hands over. */
-  private readonly savingsByLoad = new Map<number, LoadSavings>();
+  private readonly records = new LoadRecords();
   private readyWaiters: (() => void)[] = [];
   private readyCount = 0;
   /** Commands refused by isCommand (bad input from the renderer side), counted. */
@@ -141,6 +126,10 @@ export class BrowserService {
     }
   }
 
+  private emitAll(events: readonly BrowserEvent[]): void {
+    for (const e of events) this.emit(e);
+  }
+
   handle(command: unknown): void {
     if (this.closed) return;
     if (!isCommand(command)) {
@@ -159,7 +148,7 @@ export class BrowserService {
         return;
       case 'compare': {
         // the page the host is showing, not a URL the renderer names: a page frame must not start processes
-        const entry = this.history[this.index];
+        const entry = this.history.current;
         const open = this.options.openCompare;
         if (!entry || !open) return;
         open(entry.url).then(
@@ -172,13 +161,13 @@ export class BrowserService {
         this.navigate(c.url, c.transport);
         return;
       case 'reload':
-        if (this.index >= 0) this.start(this.history[this.index]!);
+        this.startIfAny(this.history.current);
         return;
       case 'back':
-        if (this.index > 0) this.start(this.history[--this.index]!);
+        this.startIfAny(this.history.back());
         return;
       case 'forward':
-        if (this.index < this.history.length - 1) this.start(this.history[++this.index]!);
+        this.startIfAny(this.history.forward());
         return;
       case 'stop':
         this.stop();
@@ -189,26 +178,17 @@ export class BrowserService {
         done?.(c.tree);
         return;
       }
-      case 'load-record': {
-        // the host's figures are the reference (a sub-resource's DTD hit may have come after the renderer's last)
-        const mine = this.savingsByLoad.get(c.record.loadId);
-        if (mine) c.record.savings = { ...mine };
-        this.records.set(c.record.loadId, c.record);
-        const waiters = this.recordWaiters.get(c.record.loadId) ?? [];
-        this.recordWaiters.delete(c.record.loadId);
-        for (const w of waiters) w(c.record);
+      case 'load-record':
+        this.records.deliver(c.record);
         return;
-      }
       case 'save-record': {
-        const dir = resolve(this.options.recordDir ?? 'catp-records');
+        let path: string;
         try {
-          mkdirSync(dir, { recursive: true });
-          const path = join(dir, `load-${new Date().toISOString().replace(/[:.]/g, '-')}-${Number(c.record.loadId) | 0}.json`);
-          writeFileSync(path, JSON.stringify(c.record, null, 1));
-          this.emit({ type: 'record-saved', path });
+          path = writeRecordFile(this.options.recordDir ?? 'catp-records', c.record);
         } catch (err) {
-          this.emit({ type: 'record-saved', path: `(not saved: ${(err as Error).message})` });
+          path = `(not saved: ${(err as Error).message})`;
         }
+        this.emit({ type: 'record-saved', path });
         return;
       }
     }
@@ -235,11 +215,7 @@ export class BrowserService {
   }
 
   navigate(input: string, transport?: Transport): number {
-    const entry: HistoryEntry = { url: BrowserService.normalizeUrl(input), transport };
-    this.history.splice(this.index + 1);
-    this.history.push(entry);
-    this.index = this.history.length - 1;
-    return this.start(entry);
+    return this.start(this.history.push({ url: BrowserService.normalizeUrl(input), transport }));
   }
 
   stop(): void {
@@ -252,19 +228,7 @@ export class BrowserService {
 
   /** The record the renderer handed over for a load (waits for it); for a load that redirected, its last hop's. */
   recordOf(first: number, timeoutMs = 60_000): Promise<LoadRecord> {
-    let loadId = first;
-    for (let next = this.redirectedTo.get(loadId); next !== undefined; next = this.redirectedTo.get(loadId)) loadId = next;
-    const have = this.records.get(loadId);
-    if (have) return Promise.resolve(have);
-    return new Promise((ok, fail) => {
-      const timer = setTimeout(() => fail(new HostError('HOST_ERR_RECORD_TIMEOUT', `no load record for load ${loadId} within ${timeoutMs} ms`)), timeoutMs);
-      const list = this.recordWaiters.get(loadId) ?? [];
-      list.push((r) => {
-        clearTimeout(timer);
-        ok(r);
-      });
-      this.recordWaiters.set(loadId, list);
-    });
+    return this.records.recordOf(first, timeoutMs);
   }
 
   /** Asks the renderer for its frame's DOM (--dump-dom). */
@@ -328,6 +292,10 @@ export class BrowserService {
     return this.defaultTransport;
   }
 
+  private startIfAny(entry: HistoryEntry | undefined): void {
+    if (entry !== undefined) this.start(entry);
+  }
+
   private start(entry: HistoryEntry, redirectedFrom: string[] = []): number {
     this.stop();
     const loadId = this.nextLoadId++;
@@ -337,9 +305,7 @@ export class BrowserService {
     const load: ActiveLoad = {
       loadId, url: entry.url, redirectedFrom, transport, requestAtEpochMs: Number(requestNs) / 1e6, done: false,
       names, scanner: new HtmlNameScanner(names),
-      savings: this.host.reuse !== null || this.host.dtd !== null
-        ? { blocks: 0, blocksReused: 0, dtdHits: 0, bytesSaved: 0, savedMs: 0, estimate: 'nothing saved yet' }
-        : null,
+      savings: this.host.reuse !== null || this.host.dtd !== null ? noSavings() : null,
     };
     this.current = load;
     this.emit({
@@ -349,14 +315,14 @@ export class BrowserService {
       transport,
       requestAtEpochMs: load.requestAtEpochMs,
       viewUrl: this.options.viewUrl ? this.options.viewUrl(entry.url) : entry.url,
-      history: { canBack: this.index > 0, canForward: this.index < this.history.length - 1 },
+      history: { canBack: this.history.canBack, canForward: this.history.canForward },
       ...(redirectedFrom.length > 0 ? { redirectedFrom } : {}),
     });
     let run: Promise<void>;
     try {
       parseTarget(entry.url);
       run = transport === 'catp' || transport === 'inorder' ? this.stream(load)
-        : transport === 'tcp' ? this.tcp(load, requestNs)
+        : transport === 'tcp' ? this.tcp(load)
           : this.whole(load);
     } catch (err) {
       run = Promise.reject(err);
@@ -367,44 +333,22 @@ export class BrowserService {
 
   /**
    * A 3xx answer with a Location: the next hop starts as a new load in this one's place, and the history entry
-   * becomes the URL it leads to (what the address bar shows, what Back returns to). True when the answer was a
-   * redirect (followed, or the navigation failed: a loop, more than MAX_REDIRECTS, a Location we cannot open).
+   * becomes the URL it leads to. True when the answer was a redirect (followed, or the navigation failed:
+   * redirects.ts says when).
    */
   private redirect(load: ActiveLoad, status: number, location: string | null): boolean {
-    if (!REDIRECT_STATUSES.has(status) || location === null) return false;
+    const step = redirectStep(load.url, load.redirectedFrom, status, location);
+    if (step === null) return false;
     if (!this.live(load)) return true;
-    const failWith = (code: string, message: string) => this.fail(load, new HostError(code, message));
-    let next: string;
-    try {
-      next = new URL(location.trim(), load.url).href; // relative Locations resolve against the URL that answered
-      parseTarget(next);
-    } catch {
-      failWith('HOST_ERR_BAD_REDIRECT', `${load.url} redirects to ${JSON.stringify(location)}, which this browser cannot open`);
-      return true;
-    }
-    const chain = [...load.redirectedFrom, load.url];
-    if (chain.includes(next)) {
-      failWith('HOST_ERR_REDIRECT_LOOP', `${load.url} redirects in a loop (${[...chain, next].join(' → ')})`);
-      return true;
-    }
-    if (chain.length > MAX_REDIRECTS) {
-      failWith('HOST_ERR_TOO_MANY_REDIRECTS', `more than ${MAX_REDIRECTS} redirects from ${chain[0]}`);
+    if ('error' in step) {
+      this.fail(load, step.error);
       return true;
     }
     load.done = true;
     load.cancel?.();
-    const entry = this.history[this.index];
+    const entry = this.history.redirectCurrent(step.next);
     if (entry === undefined) return true;
-    entry.url = next;
-    const hop = this.start(entry, chain);
-    this.redirectedTo.set(load.loadId, hop);
-    if (this.redirectedTo.size > 256) this.redirectedTo.delete(this.redirectedTo.keys().next().value as number);
-    // whoever waits for this load's record gets the next hop's
-    const waiting = this.recordWaiters.get(load.loadId);
-    if (waiting !== undefined) {
-      this.recordWaiters.delete(load.loadId);
-      this.recordWaiters.set(hop, [...(this.recordWaiters.get(hop) ?? []), ...waiting]);
-    }
+    this.records.redirected(load.loadId, this.start(entry, step.chain));
     return true;
   }
 
@@ -425,30 +369,18 @@ export class BrowserService {
   }
 
   /** Adds to a load's savings and tells the renderer. */
-  private saved(load: ActiveLoad, add: Partial<LoadSavings> & { estimate?: string }): void {
+  private saved(load: ActiveLoad, add: SavingsUpdate): void {
     const s = load.savings;
     if (s === null) return;
-    s.blocks = add.blocks ?? s.blocks;
-    s.blocksReused = add.blocksReused ?? s.blocksReused;
-    s.dtdHits += add.dtdHits ?? 0;
-    s.bytesSaved += add.bytesSaved ?? 0;
-    s.savedMs += add.savedMs ?? 0;
-    if (add.estimate !== undefined) s.estimate = s.estimate === 'nothing saved yet' ? add.estimate : `${s.estimate}; ${add.estimate}`;
-    this.savingsByLoad.set(load.loadId, { ...s });
-    if (this.savingsByLoad.size > 64) this.savingsByLoad.delete(this.savingsByLoad.keys().next().value as number);
+    addSavings(s, add);
+    this.records.noteSavings(load.loadId, s);
     if (!this.closed) this.emit({ type: 'savings', loadId: load.loadId, savings: { ...s } });
   }
 
   /** A DTD hit on a fetch of this load (the page itself, or a sub-resource the page frame asked for). */
   private dtdSaved(load: ActiveLoad, result: FetchResult): void {
-    const d = result.dtd;
-    if (!d || d.decision !== 'hit' || d.savedBytes <= 0) return;
-    this.saved(load, {
-      dtdHits: 1,
-      bytesSaved: d.savedBytes,
-      savedMs: d.savedMs,
-      estimate: `DTD ${d.savedBytes} B / the DTD agent's measured bandwidth`,
-    });
+    const add = dtdSavings(result);
+    if (add !== null) this.saved(load, add);
   }
 
   /** A sub-resource fetched for the page in the frame (the shell server calls this): counts its DTD hit. */
@@ -461,12 +393,7 @@ export class BrowserService {
     this.dtdSaved(load, result);
     const res = result.response;
     if (this.redirect(load, res.status, getHeader(res.headers, 'location'))) return;
-    const contentType = getHeader(res.headers, 'content-type') ?? 'application/octet-stream';
-    const html = /^text\/html\b/i.test(contentType);
-    const texty = html || /^(text\/|application\/(json|xml|javascript))|\+xml\b/i.test(contentType);
-    // HTML as a browser sniffs it (BOM, charset, <meta>, ...); other text by its charset, else UTF-8
-    const text = !texty ? '' : html ? decodeHtml(res.body, contentType).text : textDecoderFor(textEncoding(contentType)).decode(res.body);
-    this.emit({ type: 'whole', loadId: load.loadId, status: res.status, contentType, text, html, atEpochMs: Number(realtimeNs()) / 1e6 });
+    this.emit(wholeEvent(load.loadId, res));
     if (res.status >= 400) {
       this.fail(load, new HostError(`HTTP_${res.status}`, `${load.url}: the server answered ${res.status} ${res.reason}`));
       return;
@@ -480,75 +407,21 @@ export class BrowserService {
   }
 
   private async stream(load: ActiveLoad): Promise<void> {
-    const stats = new ArrivalStats();
-    // in-order: the page's raw bytes, no headers: its encoding from the bytes (BOM, <meta>), else UTF-8
-    const decoder = new StreamingHtmlDecoder();
-    let textOffset = 0;
-    const requestAt = load.requestAtEpochMs;
-    // CATP: the tree is built here, as DOM operations the renderer only applies (one `dom` event per frame).
-    const recorder = new DomOpRecorder(load.names);
-    const tree = new CatpTreeBuilder(recorder);
-    let blockCount = -1;
-    let filled: number[] = [];
-    const sendDom = (pieces: number, blocks: number): void => {
-      if (recorder.pending > 0) this.emit({ type: 'dom', loadId: load.loadId, atEpochMs: Number(realtimeNs()) / 1e6, ops: recorder.take(), pieces, blocks, filled, blockCount });
-      filled = [];
-    };
-    const onFrame = (record: FrameRecord, events: StreamEvent[]) => {
-      if (!this.live(load)) return;
-      let pieces = 0;
-      let blocks = 0;
-      for (const ev of events) {
-        switch (ev.type) {
-          case 'index-piece':
-            tree.apply(ev);
-            pieces++;
-            break;
-          case 'index-complete':
-            blockCount = ev.blocks;
-            break;
-          case 'block-filled':
-            tree.apply(ev);
-            blocks++;
-            filled.push(ev.block);
-            break;
-          case 'prefix-extended': {
-            const text = decoder.push(ev.bytes, ev.length >= ev.total);
-            if (text.length === 0) break; // held until the <meta> prescan has its 1,024 bytes
-            this.emit({ type: 'text', loadId: load.loadId, text, offset: textOffset, total: ev.total });
-            textOffset += text.length;
-            break;
-          }
-          default:
-            break;
-        }
-      }
-      sendDom(pieces, blocks);
-      const atEpochMs = record.kernelAtMs !== null ? requestAt + record.kernelAtMs : requestAt + record.atMs;
-      this.emit({ type: 'frame', loadId: load.loadId, frame: stats.frame(record, atEpochMs) });
-    };
+    const events = new StreamLoadEvents(load.loadId, load.requestAtEpochMs, load.names);
     const stop = new AbortController();
     load.cancel = () => stop.abort();
-    let reused = 0;
-    const onLocalFill = (events: StreamEvent[]) => {
-      if (!this.live(load)) return;
-      let blocks = 0;
-      for (const ev of events) {
-        if (ev.type !== 'block-filled') continue;
-        reused++;
-        tree.apply(ev);
-        blocks++;
-        filled.push(ev.block);
-      }
-      sendDom(0, blocks);
-      this.saved(load, { blocksReused: reused });
-    };
     const result = await this.host.load(load.url, {
       mode: load.transport === 'inorder' ? 'inorder' : 'catp',
       ...(this.options.rateBytesPerSec !== undefined ? { rateBytesPerSec: this.options.rateBytesPerSec } : {}),
       timeoutMs: this.options.loadTimeoutMs ?? 60_000,
-      onFrame,
-      onLocalFill,
+      onFrame: (record, frameEvents) => {
+        if (this.live(load)) this.emitAll(events.frame(record, frameEvents));
+      },
+      onLocalFill: (fillEvents) => {
+        if (!this.live(load)) return;
+        this.emitAll(events.localFill(fillEvents));
+        this.saved(load, { blocksReused: events.reused });
+      },
       signal: stop.signal,
     });
     if (result.kind === 'response') {
@@ -560,54 +433,24 @@ export class BrowserService {
     this.complete(load, { ...result.counters, frames: result.frames, ...(result.reuse ? { blocksReused: result.reuse.reused, bytesSaved: result.reuse.bytesSaved } : {}) });
   }
 
-  private async tcp(load: ActiveLoad, _requestNs: bigint): Promise<void> {
-    const stats = new ArrivalStats();
-    let decoder = new StreamingHtmlDecoder();
-    let offset = 0;
-    let html = true;
-    let status = 0;
-    let contentType = '';
-    const whole: Uint8Array[] = [];
-    let total: number | null = null;
+  private async tcp(load: ActiveLoad): Promise<void> {
+    const events = new TcpLoadEvents(load.loadId);
     await new Promise<void>((ok, fail) => {
       let stream: HttpStream | null = null;
       httpStream(load.url, {
         onHead: (head) => {
-          status = head.status;
-          if (this.redirect(load, status, head.headers.find(([n]) => n.toLowerCase() === 'location')?.[1] ?? null)) return;
-          contentType = head.headers.find(([n]) => n.toLowerCase() === 'content-type')?.[1] ?? '';
-          const cl = head.headers.find(([n]) => n.toLowerCase() === 'content-length')?.[1];
-          const coded = head.headers.some(([n, v]) => n.toLowerCase() === 'content-encoding' && v.trim().toLowerCase() !== 'identity');
-          // a coded body's Content-Length counts coded bytes, not the page's
-          total = cl !== undefined && /^\d+$/.test(cl) && !coded ? Number(cl) : null;
-          html = status === 200 && (contentType === '' || /^text\/html\b/i.test(contentType));
-          decoder = new StreamingHtmlDecoder(contentType);
+          if (!this.redirect(load, head.status, firstHeader(head, 'location'))) events.head(head);
         },
         onData: (bytes, rxNs) => {
-          if (!this.live(load)) return;
-          const atEpochMs = Number(rxNs) / 1e6;
-          if (!html) {
-            whole.push(bytes);
-            this.emit({ type: 'frame', loadId: load.loadId, frame: stats.chunk(bytes.length, atEpochMs, false) });
-            return;
-          }
-          const text = decoder.push(bytes);
-          if (text.length > 0) this.emit({ type: 'text', loadId: load.loadId, text, offset, total });
-          offset += text.length;
-          this.emit({ type: 'frame', loadId: load.loadId, frame: stats.chunk(bytes.length, atEpochMs, true) });
+          if (this.live(load)) this.emitAll(events.data(bytes, rxNs));
         },
         onEnd: () => {
           if (this.live(load)) {
-            if (html) {
-              const tail = decoder.push(new Uint8Array(0), true);
-              if (tail) this.emit({ type: 'text', loadId: load.loadId, text: tail, offset, total });
-              this.complete(load, { chunks: stats.received, bytes: stats.bytes });
+            if (events.html) {
+              this.emitAll(events.endText());
+              this.complete(load, events.counters);
             } else {
-              const body = Buffer.concat(whole);
-              this.emitWhole(load, {
-                url: load.url, requestId: '', response: { status, reason: '', headers: [['content-type', contentType]], body },
-                channel: 'http', resends: 0, fellBack: false, startedAtMs: 0, completedAtMs: 0, lastRxNs: null,
-              });
+              this.emitWhole(load, events.whole(load.url));
             }
           }
           ok();
@@ -626,58 +469,5 @@ export class BrowserService {
     this.closed = true;
     if (this.ownsHost) this.host.close();
     this.listeners.clear();
-  }
-}
-
-/** A CATP load's reuse figures as LoadSavings fields (its blocks, how many came from the store, bytes, time). */
-function reuseSavings(r: ReuseOutcome): Partial<LoadSavings> & { estimate: string } {
-  const rate = r.rateBytesPerSec >= 1e6 ? `${(r.rateBytesPerSec / 1e6).toFixed(2)} MB/s` : `${(r.rateBytesPerSec / 1e3).toFixed(1)} kB/s`;
-  const from = { measured: "measured from this origin's CATP frames", paced: 'the pacing rate asked for', assumed: 'assumed (no measurement yet)' }[r.rateSource];
-  return {
-    blocks: r.blocks,
-    blocksReused: r.reused,
-    bytesSaved: r.bytesSaved,
-    savedMs: r.savedMs,
-    estimate: r.acked || r.reused === 0
-      ? `CATP ${r.bytesSaved} B / ${rate} ${from}`
-      : `CATP: ${r.reused} blocks painted from the store, but the server sent them anyway (it did not acknowledge reuse)`,
-  };
-}
-
-/** Per-load arrival bookkeeping: which seqs came, how many are missing below the highest, how many filled a gap. */
-class ArrivalStats {
-  private readonly seen = new Set<number>();
-  private maxSeq = -1;
-  private repaired = 0;
-  received = 0;
-  bytes = 0;
-
-  frame(record: FrameRecord, atEpochMs: number): WireFrame {
-    this.received++;
-    this.bytes += record.bytes;
-    if (record.accepted && record.seq !== null && !this.seen.has(record.seq)) {
-      this.seen.add(record.seq);
-      if (record.seq < this.maxSeq) this.repaired++;
-      if (record.seq > this.maxSeq) this.maxSeq = record.seq;
-    }
-    const f: WireFrame = {
-      atEpochMs,
-      seq: record.seq,
-      kind: record.kind,
-      bytes: record.bytes,
-      accepted: record.accepted,
-      useful: record.displayable.length > 0,
-      missing: this.maxSeq + 1 - this.seen.size,
-      repaired: this.repaired,
-      received: this.received,
-    };
-    if (record.code !== undefined) f.code = record.code;
-    return f;
-  }
-
-  chunk(bytes: number, atEpochMs: number, useful: boolean): WireFrame {
-    this.received++;
-    this.bytes += bytes;
-    return { atEpochMs, seq: this.received - 1, kind: 'tcp', bytes, accepted: true, useful, missing: 0, repaired: 0, received: this.received };
   }
 }
