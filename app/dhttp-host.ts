@@ -454,7 +454,9 @@ export class DhttpHost {
         if (options.signal.aborted) stop();
         else options.signal.addEventListener('abort', stop, { once: true });
       }
-      if (options.timeoutMs !== undefined) {
+      // (a load stopped before this point, its signal aborted while the request was being set up, arms no timer:
+      // nothing would clear it, and it would keep the process alive for timeoutMs)
+      if (options.timeoutMs !== undefined && !load.settled) {
         const timer = setTimeout(() => {
           this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${url} did not complete within ${options.timeoutMs} ms`), null);
           lane.pump();

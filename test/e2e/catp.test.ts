@@ -155,6 +155,20 @@ test('catp get --catp --timeline writes parse5\'s serialization and one JSON lin
   expect(lines.filter((l) => l.displayable.some((d) => d.type === 'block-filled')).length).toBeGreaterThan(0);
 }, 60_000);
 
+test('a load stopped while its request is being set up arms no load timer (one would keep the process alive for timeoutMs)', async () => {
+  const stop = new AbortController();
+  const timeoutMs = 987_654;
+  const armed = jest.spyOn(global, 'setTimeout');
+  try {
+    const loading = host.load(`dhttp://127.0.0.1:${server.port}/article.html`, { mode: 'catp', signal: stop.signal, timeoutMs });
+    stop.abort(); // before the request is under way (as a navigation that replaces this one does)
+    await expect(loading).rejects.toMatchObject({ code: 'HOST_ERR_STOPPED' });
+    expect(armed.mock.calls.filter((c) => c[1] === timeoutMs)).toHaveLength(0);
+  } finally {
+    armed.mockRestore();
+  }
+});
+
 test('a load stopped mid-way rejects with HOST_ERR_STOPPED and releases its request ID', async () => {
   const stop = new AbortController();
   let frames = 0;
