@@ -1,9 +1,9 @@
 // CATP block reuse, the host's side (protocol/README.md, CATP, "Block reuse"): which loads ask the server to
 // hold their data frames, which blocks of a page the payload store already holds (same-site scope), reading
 // them (verified), storing a completed page's blocks for the next load, and the bytes / time that saved.
-// The protocol objects (assembler, receiver) stay sans-IO: this file does the store's IO and hands them bytes.
+// The protocol's stream load stays sans-IO: this file does the store's IO and hands it bytes (through the client).
 import { parseTarget } from '../protocol/dhttp';
-import { HEADER_BYTES, type BlockInfo, type CatpAssembler } from '../protocol/catp';
+import { HEADER_BYTES, type BlockInfo, type ReceivedBlock } from '../protocol/catp';
 import type { PayloadStore } from './payload-store';
 
 /** What reuse did for one CATP load (LoadResult.reuse, the `catp:reuse` channel, `catp get -v`, the HUD). */
@@ -205,17 +205,15 @@ export class BlockReuse {
   }
 
   /** Stores the blocks of a completed page that came over the network (reused ones are already held). */
-  storeBlocks(url: string, assembler: CatpAssembler): number {
+  storeBlocks(url: string, received: readonly ReceivedBlock[]): number {
     let n = 0;
     const seen = new Set<string>();
-    for (const info of assembler.knownBlocks()) {
-      const got = assembler.blockPayload(info.block);
-      if (got === null || got.local) continue;
-      const key = Buffer.from(info.digest).toString('hex');
+    for (const { digest, payload } of received) {
+      const key = Buffer.from(digest).toString('hex');
       if (seen.has(key)) continue;
       seen.add(key);
-      this.remember(key, got.payload); // verified by the assembler against the index
-      const w = this.store.put(url, got.payload, undefined, { block: true }).catch(() => undefined);
+      this.remember(key, payload); // verified by the assembler against the index
+      const w = this.store.put(url, payload, undefined, { block: true }).catch(() => undefined);
       this.writes.add(w);
       void w.finally(() => this.writes.delete(w));
       n++;

@@ -1,18 +1,17 @@
-// The IO side of DHTTP: drives the sans-IO client (protocol/dhttp) with the native endpoint's sockets,
-// a monotonic clock and one timer. Everything protocol-shaped happens in the client; this file only
-// moves bytes and time between the two.
+// The host's fetches and page loads over DHTTP: resolves names, picks a lane (app/dhttp-lane.ts: the native
+// endpoint and the sans-IO client for one bind address), and turns the client's events into answers, stream
+// loads, DTD decisions and block reuse. Calls go down to the lanes; everything comes back up as client events.
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
-import { Endpoint, realtimeNs, type EndpointCounters, type Incoming, type Peer } from '../native';
+import { realtimeNs, type Endpoint, type EndpointCounters } from '../native';
 import {
-  DhttpClient,
-  type ClientAction,
   type ClientCounters,
   type ClientEvent,
   type DhttpClientOptions,
   type HttpResponse,
+  type StreamInit,
   DEFAULT_MAX_BODY_BYTES,
   hostLiteral,
   parseTarget,
@@ -24,9 +23,9 @@ import { httpStream, type HttpStreamHead } from './browser/http-stream';
 import { DtdAgent, type DtdOutcome, type DtdTrack } from './dtd';
 import type { PayloadStore } from './payload-store';
 import type { DtdPolicyOptions } from '../protocol/dtd';
-import { StreamSession, type FrameRecord, type StreamEvent, type StreamMode, type StreamOutcome } from './stream-session';
 import { BlockReuse, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
-import { CatpAssembler, type BlockInfo } from '../protocol/catp';
+import type { BlockInfo, FrameRecord, StreamEvent, StreamMode, StreamSummary } from '../protocol/catp';
+import { Lane } from './dhttp-lane';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -114,7 +113,7 @@ export interface DhttpHostOptions {
    * loopback servers and the wildcard '::' otherwise, because a DHTTP server must be able to reach us back.
    */
   bind?: string;
-  client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort'>>;
+  client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort' | 'catp'>>;
   acceptDeadlineMs?: number;
   /** DTD payload store: with one, GETs announce-and-decide against it and every payload received goes in. */
   store?: PayloadStore;
@@ -137,203 +136,17 @@ interface Pending {
 }
 
 interface Load {
-  session: StreamSession;
+  requestId: string;
   lane: Lane;
   options: LoadOptions;
   url: string;
+  /** performance.now() when the request left. */
+  startedAtMs: number;
   resolve: (r: LoadResult) => void;
   reject: (e: Error) => void;
   settled: boolean;
   /** Block reuse state (null: this load does not reuse). */
   reuse: { asked: boolean; filling: boolean; fillMs: number; crossSiteMisses: number; corrupt: number } | null;
-}
-
-/** One native endpoint and the client state machine that announces its ports. */
-class Lane {
-  readonly endpoint: Endpoint;
-  readonly client: DhttpClient;
-  /** client connection key <-> native connection number */
-  private readonly keyToConn = new Map<number, number>();
-  private readonly connToKey = new Map<number, number>();
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt: number | null = null;
-  lastRxNs: bigint | null = null;
-  /** Kernel receive time of each datagram handed to the client, found again when it comes back as an event. */
-  private readonly rx = new WeakMap<Uint8Array, bigint>();
-  /** Streamed loads on this endpoint, by request ID. */
-  readonly sessions = new Map<string, StreamSession>();
-
-  constructor(
-    readonly bind: string,
-    private readonly host: DhttpHost,
-    options: DhttpHostOptions,
-  ) {
-    this.endpoint = new Endpoint(
-      { host: bind, ...(options.acceptDeadlineMs !== undefined ? { acceptDeadlineMs: options.acceptDeadlineMs } : {}) },
-      (batch) => this.onIncoming(batch),
-    );
-    this.client = new DhttpClient({ ...options.client, udpPort: this.endpoint.udpPort, tcpPort: this.endpoint.tcpPort });
-  }
-
-  private onIncoming(batch: Incoming[]): void {
-    const now = performance.now();
-    for (const item of batch) {
-      switch (item.kind) {
-        case 'datagram':
-          this.lastRxNs = item.rxNs;
-          this.rx.set(item.data, item.rxNs);
-          this.client.receiveDatagram(item.data, peerAddress(item.peer), now);
-          break;
-        case 'tcp-open':
-          if (item.inbound) {
-            const key = this.client.inboundConnection(peerAddress(item.peer), now);
-            this.map(key, item.conn);
-          } else {
-            const key = this.connToKey.get(item.conn);
-            if (key !== undefined) this.client.tcpOpened(key, now);
-          }
-          break;
-        case 'tcp-data': {
-          this.lastRxNs = item.rxNs;
-          const key = this.connToKey.get(item.conn);
-          if (key !== undefined) this.client.receiveTcp(key, item.data, now);
-          break;
-        }
-        case 'tcp-closed': {
-          const key = this.connToKey.get(item.conn);
-          if (key !== undefined) {
-            this.unmap(key);
-            this.client.tcpClosed(key, item.error ? { code: item.error.code } : null, now);
-          }
-          break;
-        }
-        case 'icmp-unreachable':
-          this.client.receiveIcmpUnreachable(peerAddress(item.peer), now);
-          break;
-      }
-    }
-    this.pump();
-  }
-
-  private map(key: number, conn: number): void {
-    this.keyToConn.set(key, conn);
-    this.connToKey.set(conn, key);
-  }
-
-  private unmap(key: number): void {
-    const conn = this.keyToConn.get(key);
-    this.keyToConn.delete(key);
-    if (conn !== undefined) this.connToKey.delete(conn);
-  }
-
-  rxOf(data: Uint8Array): bigint | null {
-    return this.rx.get(data) ?? null;
-  }
-
-  /**
-   * Carries out every action the client queued and hands its events to the host, until both queues are
-   * empty (handling an event may queue actions, e.g. a loss report), then re-arms the timer.
-   */
-  pump(): void {
-    for (let busy = true; busy; ) {
-      busy = false;
-      for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
-        this.perform(action);
-        busy = true;
-      }
-      for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
-        this.host.onEvent(this, event);
-        busy = true;
-      }
-    }
-    this.arm();
-  }
-
-  /** Releases the request IDs of streamed loads that have finished and sent their last reports. */
-  reap(nowMs: number): void {
-    for (const [id, session] of this.sessions) {
-      if (session.drained(nowMs)) {
-        this.sessions.delete(id);
-        this.client.endStream(id);
-      }
-    }
-  }
-
-  private perform(action: ClientAction): void {
-    const now = performance.now();
-    try {
-      switch (action.type) {
-        case 'expect-id':
-          this.endpoint.expect(action.id);
-          break;
-        case 'forget-id':
-          this.endpoint.forget(action.id);
-          break;
-        case 'send-datagram':
-          this.endpoint.sendDatagram(action.data, this.host.resolved(action.to.host), action.to.port);
-          break;
-        case 'connect':
-          this.map(action.conn, this.endpoint.connect(this.host.resolved(action.to.host), action.to.port));
-          break;
-        case 'send-tcp': {
-          const conn = this.keyToConn.get(action.conn);
-          if (conn !== undefined) this.endpoint.sendTcp(conn, action.data);
-          break;
-        }
-        case 'close-tcp': {
-          const conn = this.keyToConn.get(action.conn);
-          if (conn !== undefined) {
-            this.unmap(action.conn);
-            this.endpoint.closeConnection(conn);
-          }
-          break;
-        }
-      }
-    } catch (err) {
-      // A send that the kernel refused (e.g. EAGAIN on a full buffer) is a lost packet as far as the
-      // protocol is concerned: the client's own timers recover it. A failed connect is reported to it.
-      if (action.type === 'connect') {
-        this.client.tcpClosed(action.conn, { code: (err as { code?: string }).code ?? 'ECONNREFUSED' }, now);
-      } else {
-        this.host.noteSendError(err as Error);
-      }
-    }
-  }
-
-  private arm(): void {
-    let at = this.client.nextTimerAt();
-    for (const session of this.sessions.values()) {
-      const t = session.nextTimerAt();
-      if (t !== null && (at === null || t < at)) at = t;
-    }
-    if (at === this.timerAt) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = at;
-    if (at === null) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = null;
-      const now = performance.now();
-      this.client.handleTimer(now);
-      for (const session of [...this.sessions.values()]) {
-        const t = session.nextTimerAt();
-        if (t !== null && t <= now) this.host.onStreamOutcome(session, session.onTimer(now), now);
-      }
-      this.reap(now);
-      this.pump();
-    }, Math.max(0, at - performance.now()));
-  }
-
-  close(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.endpoint.close();
-  }
-}
-
-function peerAddress(peer: Peer): { address: string; port: number } {
-  return { address: peer.address, port: peer.port };
 }
 
 function isLoopback(address: string): boolean {
@@ -358,7 +171,6 @@ export class DhttpHost {
   private readonly pending = new Map<string, Pending>();
   private readonly loads = new Map<string, Load>();
   private readonly addresses = new Map<string, string>();
-  private sendErrors = 0;
   private closed = false;
   /** DTD (with a store). */
   readonly dtd: DtdAgent | null;
@@ -378,7 +190,7 @@ export class DhttpHost {
 
   async fetch(url: string, options: FetchOptions = {}): Promise<FetchResult> {
     if (parseTarget(url).scheme === 'https') return this.fetchTls(url, options);
-    return (await this.begin(url, options, false)).answer;
+    return (await this.begin(url, options, null)).answer;
   }
 
   /**
@@ -431,14 +243,12 @@ export class DhttpHost {
     const reusing = this.reuse !== null && options.mode === 'catp' && options.onLocalFill !== undefined && options.reuse !== false;
     const asked = reusing && (this.reuse as BlockReuse).wantsHold(url);
     if (asked) headers.push(['Catp-Reuse', 'hold']);
-    const startedRealtimeNs = realtimeNs();
-    const { lane, requestId, startedAtMs, answer } = await this.begin(url, { headers }, true);
-    const session = new StreamSession(requestId, options.mode, lane.endpoint.tcpPort, startedAtMs, startedRealtimeNs,
-      (report) => lane.client.sendOnStream(requestId, report));
-    lane.sessions.set(requestId, session);
+    // the clock of the kernel receive times, read before the request leaves (the frame records' kernelAtMs)
+    const sentRealtimeNs = realtimeNs();
+    const { lane, requestId, startedAtMs, answer } = await this.begin(url, { headers }, { mode: options.mode, sentRealtimeNs });
     return new Promise<LoadResult>((resolve, reject) => {
       const load: Load = {
-        session, lane, options, url, resolve, reject, settled: false,
+        requestId, lane, options, url, startedAtMs, resolve, reject, settled: false,
         reuse: asked ? { asked, filling: false, fillMs: 0, crossSiteMisses: 0, corrupt: 0 } : null,
       };
       this.loads.set(requestId, load);
@@ -447,10 +257,7 @@ export class DhttpHost {
         (err: Error) => this.settle(load, err, null),
       );
       if (options.signal) {
-        const stop = () => {
-          this.settle(load, new HostError('HOST_ERR_STOPPED', `${url}: stopped`), null);
-          lane.pump();
-        };
+        const stop = () => this.settle(load, new HostError('HOST_ERR_STOPPED', `${url}: stopped`), null);
         if (options.signal.aborted) stop();
         else options.signal.addEventListener('abort', stop, { once: true });
       }
@@ -459,7 +266,6 @@ export class DhttpHost {
       if (options.timeoutMs !== undefined && !load.settled) {
         const timer = setTimeout(() => {
           this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${url} did not complete within ${options.timeoutMs} ms`), null);
-          lane.pump();
         }, options.timeoutMs);
         const clear = () => clearTimeout(timer);
         answer.then(clear, clear);
@@ -474,41 +280,36 @@ export class DhttpHost {
   private settle(load: Load, error: Error | null, result: LoadResult | null): void {
     if (load.settled) return;
     load.settled = true;
-    const id = load.session.requestId;
+    const id = load.requestId;
     this.loads.delete(id);
     const timer = this.loadTimers.get(id);
     if (timer) clearTimeout(timer);
     this.loadTimers.delete(id);
     if (error || result?.kind === 'response') {
-      load.lane.sessions.delete(id);
-      load.lane.client.endStream(id);
+      load.lane.endStream(id);
       this.pending.delete(id);
     }
     if (error) load.reject(error);
     else load.resolve(result as LoadResult);
   }
 
-  /** Called by a lane for each streamed frame's or timer's outcome. */
-  onStreamOutcome(session: StreamSession, outcome: StreamOutcome, nowMs: number): void {
-    const load = this.loads.get(session.requestId);
-    if (!load || outcome.done === null) return;
-    if (outcome.done === 'failed') {
-      const e = outcome.error ?? { code: 'CATP_ERR_FAILED', message: 'the stream failed' };
-      this.settle(load, new HostError(e.code, `${load.url}: ${e.message}`), null);
-      return;
-    }
-    this.pending.delete(session.requestId);
-    const reuse = this.finishReuse(load);
+  /** A streamed load's page is complete and verified (its final report is already out). */
+  private streamComplete(event: Extract<ClientEvent, { type: 'stream-complete' }>): void {
+    const load = this.loads.get(event.requestId);
+    if (!load) return;
+    this.pending.delete(event.requestId);
+    const summary = event.summary;
+    const reuse = this.finishReuse(load, summary);
     this.settle(load, null, {
       kind: 'stream',
       url: load.url,
-      requestId: session.requestId,
-      mode: session.mode,
-      frames: session.frames,
-      startedAtMs: session.startedAtMs,
-      firstFrameAtMs: session.firstFrameAtMs,
-      completedAtMs: nowMs,
-      counters: session.assembler.counters(),
+      requestId: load.requestId,
+      mode: load.options.mode,
+      frames: summary.frames,
+      startedAtMs: load.startedAtMs,
+      firstFrameAtMs: summary.firstFrameAtMs,
+      completedAtMs: event.atMs,
+      counters: summary.counters,
       ...(reuse ? { reuse } : {}),
     });
   }
@@ -530,35 +331,24 @@ export class DhttpHost {
       fill = { payloads: new Map(), crossSiteMisses: 0, corrupt: 0 };
     }
     if (load.settled || this.closed) return;
-    const now = performance.now();
-    state.fillMs = now - t0;
+    state.fillMs = performance.now() - t0;
     state.crossSiteMisses = fill.crossSiteMisses;
     state.corrupt = fill.corrupt;
-    const outcome = load.session.fillLocal(fill.payloads, now);
-    try {
-      load.options.onLocalFill?.(outcome.events);
-    } catch {
-      // the consumer's own failure; the load goes on
-    }
-    this.onStreamOutcome(load.session, outcome, now);
-    load.lane.reap(now);
-    load.lane.pump();
+    // the fill's events come back as 'stream-local-fill' (then 'stream-complete' if it finished the page)
+    load.lane.fillLocal(load.requestId, fill.payloads);
   }
 
   /** A completed CATP load: its blocks go into the store, and what reuse saved is counted and published. */
-  private finishReuse(load: Load): ReuseOutcome | null {
+  private finishReuse(load: Load, summary: StreamSummary): ReuseOutcome | null {
     const reuse = this.reuse;
-    const session = load.session;
-    if (reuse === null || !(session.assembler instanceof CatpAssembler)) return null;
-    const assembler = session.assembler;
-    if (!assembler.progress().indexReady) return null;
-    reuse.storeBlocks(load.url, assembler);
-    const span = session.arrivalSpan();
+    const blocks = summary.blocks;
+    if (reuse === null || blocks === null) return null;
+    reuse.storeBlocks(load.url, blocks.received);
+    const span = summary.arrival;
     reuse.noteArrivals(load.url, span.frames, span.bytes, span.spanMs);
-    const data = session.dataBytes();
-    reuse.noteDataBytes(load.url, data.wire, data.plain);
-    const local = session.localStats();
-    const acked = assembler.reuseAcked;
+    reuse.noteDataBytes(load.url, blocks.dataBytes.wire, blocks.dataBytes.plain);
+    const local = blocks.local;
+    const acked = blocks.reuseAcked;
     // Frames the server never sent: reused blocks, unless it sent them anyway (then the network carried them);
     // their payloads are known decompressed, so their wire size is estimated with the origin's compression ratio.
     const savedFrames = acked ? local.reused - local.arrivedAnyway : 0;
@@ -567,13 +357,14 @@ export class DhttpHost {
     // what the reused blocks would have cost on the network, held or not: the hold model's evidence (only from
     // loads that could reuse: a first visit, with nothing of the site in the store, says nothing about it)
     if (load.reuse?.asked === true || local.reused > 0) {
-      reuse.noteLoad(load.url, session.firstFrameDelayMs(), (reuse.wireBytes(load.url, local.reused, local.payloadBytes) / rate) * 1000);
+      const firstFrameDelayMs = summary.firstFrameAtMs === null ? null : summary.firstFrameAtMs - load.startedAtMs;
+      reuse.noteLoad(load.url, firstFrameDelayMs, (reuse.wireBytes(load.url, local.reused, local.payloadBytes) / rate) * 1000);
     }
     const outcome: ReuseOutcome = {
       url: load.url,
       asked: load.reuse?.asked ?? false,
       acked,
-      blocks: assembler.progress().blocks,
+      blocks: blocks.total,
       reused: local.reused,
       crossSiteMisses: load.reuse?.crossSiteMisses ?? 0,
       corrupt: load.reuse?.corrupt ?? 0,
@@ -589,7 +380,7 @@ export class DhttpHost {
     return outcome;
   }
 
-  private async begin(url: string, options: FetchOptions, streamed: boolean) {
+  private async begin(url: string, options: FetchOptions, stream: StreamInit | null) {
     if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host is closed');
     const target = parseTarget(url);
     const address = await this.resolve(target.host);
@@ -598,7 +389,7 @@ export class DhttpHost {
       : isLoopback(address) ? address.includes(':') ? '::1' : '127.0.0.1' : '::';
     const lane = this.lane(bind);
     const method = (options.method ?? 'GET').toUpperCase();
-    const dtd = this.dtd !== null && !streamed && options.dtd !== false
+    const dtd = this.dtd !== null && stream === null && options.dtd !== false
       ? this.dtd.prepare(url, method, options.body !== undefined && options.body.length > 0)
       : null;
     const startedAtMs = performance.now();
@@ -608,15 +399,16 @@ export class DhttpHost {
     const named = new Set((options.headers ?? []).map(([n]) => n.toLowerCase()));
     const wantsDigest = dtd !== null || named.has('want-repr-digest') || named.has('want-digest');
     const coding: [string, string][] = target.scheme === 'http' && !named.has('accept-encoding') && !wantsDigest ? [['Accept-Encoding', ACCEPT_ENCODING]] : [];
-    const requestId = lane.client.request(
+    const requestId = lane.request(
       {
         url,
         method: options.method ?? 'GET',
         headers: [...(options.headers ?? []), ...coding, ...(dtd?.headers ?? [])],
         ...(options.body ? { body: options.body } : {}),
-        streamed,
+        ...(stream !== null ? { stream } : {}),
         ...(dtd !== null && dtd.track.choice.mode !== 'plain' ? { dtd: true } : {}),
       },
+      address,
       startedAtMs,
     );
     const answer = new Promise<FetchResult>((resolve, reject) => {
@@ -626,21 +418,19 @@ export class DhttpHost {
       };
       if (options.timeoutMs !== undefined) {
         entry.timer = setTimeout(() => {
-          lane.client.cancel(requestId, performance.now());
+          lane.cancel(requestId);
           this.pending.delete(requestId);
-          lane.pump();
           reject(new HostError('HOST_ERR_TIMEOUT', `no answer for ${url} within ${options.timeoutMs} ms`));
         }, options.timeoutMs);
       }
       this.pending.set(requestId, entry);
     });
     channels.request.publish({ url, requestId, atMs: startedAtMs });
-    lane.pump();
     return { lane, requestId, startedAtMs, answer };
   }
 
-  /** Called by a lane for every client event. */
-  onEvent(lane: Lane, event: ClientEvent): void {
+  /** Every client event of a lane, in order (the one way anything comes back from a lane). */
+  private onEvent(lane: Lane, event: ClientEvent): void {
     switch (event.type) {
       case 'response': {
         const entry = this.take(event.requestId);
@@ -690,7 +480,7 @@ export class DhttpHost {
           fellBack: entry.fellBack,
           startedAtMs: entry.startedAtMs,
           completedAtMs: performance.now(),
-          lastRxNs: lane.lastRxNs,
+          lastRxNs: event.rxNs ?? null,
           ...(dtd ? { dtd } : {}),
         };
         channels.response.publish(result);
@@ -700,17 +490,17 @@ export class DhttpHost {
       case 'dtd-announce': {
         const entry = this.pending.get(event.requestId);
         if (!entry?.dtd || !this.dtd) {
-          lane.client.dtdDecide(event.requestId, 'proceed', performance.now());
+          lane.dtdDecide(event.requestId, 'proceed');
           return;
         }
         const { decision, reason } = this.dtd.onAnnounce(entry.dtd, event);
-        const taken = lane.client.dtdDecide(event.requestId, decision, performance.now());
+        const taken = lane.dtdDecide(event.requestId, decision);
         // Not taken: the body arrived right behind its announcement (abort mode on a fast link) and its
         // 'response' event follows; it is used as it is.
         if (!taken) entry.dtd.lateHit = decision === 'dont-bother';
         if (decision === 'dont-bother' && taken) {
           this.take(event.requestId);
-          void this.answerFromStore(lane, event, entry, reason);
+          void this.answerFromStore(event, entry, reason);
         }
         return;
       }
@@ -731,21 +521,31 @@ export class DhttpHost {
       case 'dropped':
         channels.dropped.publish(event);
         return;
-      case 'stream-datagram': {
-        const session = lane.sessions.get(event.requestId);
-        if (!session) return;
-        const { record, outcome } = session.receive(event.data, event.receivedAtMs, lane.rxOf(event.data));
+      case 'stream-frame': {
+        this.loads.get(event.requestId)?.options.onFrame?.(event.record, event.events);
+        // frames of a finished page's tail too (the load is settled; its ID stays to repeat the final report)
+        if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record: event.record });
+        return;
+      }
+      case 'stream-blocks-known': {
+        // the index is complete: every block's digest is known
         const load = this.loads.get(event.requestId);
-        load?.options.onFrame?.(record, outcome.events);
-        if (load?.reuse && !load.reuse.filling) {
-          // the index is complete: every block's digest is known
-          if (outcome.events.some((e) => e.type === 'index-complete') && session.assembler instanceof CatpAssembler) {
-            void this.fillFromStore(load, session.assembler.knownBlocks());
-          }
+        if (load?.reuse && !load.reuse.filling) void this.fillFromStore(load, event.blocks);
+        return;
+      }
+      case 'stream-local-fill':
+        try {
+          this.loads.get(event.requestId)?.options.onLocalFill?.(event.events);
+        } catch {
+          // the consumer's own failure; the load goes on
         }
-        if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record });
-        this.onStreamOutcome(session, outcome, event.receivedAtMs);
-        lane.reap(event.receivedAtMs);
+        return;
+      case 'stream-complete':
+        this.streamComplete(event);
+        return;
+      case 'stream-failed': {
+        const load = this.loads.get(event.requestId);
+        if (load) this.settle(load, new HostError(event.code, `${load.url}: ${event.message}`), null);
         return;
       }
       default:
@@ -754,7 +554,7 @@ export class DhttpHost {
   }
 
   /** A DTD hit: the answer is the announcement's head with the stored body; if the store lost it, refetch. */
-  private async answerFromStore(lane: Lane, event: Extract<ClientEvent, { type: 'dtd-announce' }>, entry: Pending, reason: string): Promise<void> {
+  private async answerFromStore(event: Extract<ClientEvent, { type: 'dtd-announce' }>, entry: Pending, reason: string): Promise<void> {
     const agent = this.dtd as DtdAgent;
     const track = entry.dtd as DtdTrack;
     let response: HttpResponse | null = null;
@@ -787,31 +587,18 @@ export class DhttpHost {
       fellBack: entry.fellBack,
       startedAtMs: entry.startedAtMs,
       completedAtMs: performance.now(),
-      lastRxNs: lane.lastRxNs,
+      lastRxNs: event.rxNs ?? null,
       dtd,
     };
     channels.response.publish(result);
     entry.resolve(result);
   }
 
-  noteSendError(_err: Error): void {
-    this.sendErrors++;
-  }
-
-  resolved(host: string): string {
-    return this.addresses.get(host) ?? host;
-  }
-
   counters(): HostCounters {
+    const lanes = [...this.lanes.values()].map((lane) => lane.counters());
     return {
-      lanes: [...this.lanes.values()].map((lane) => ({
-        bind: lane.bind,
-        udpPort: lane.endpoint.udpPort,
-        tcpPort: lane.endpoint.tcpPort,
-        endpoint: lane.endpoint.counters(),
-        client: lane.client.counters(),
-      })),
-      sendErrors: this.sendErrors,
+      lanes: lanes.map(({ sendErrors: _, ...lane }) => lane),
+      sendErrors: lanes.reduce((n, lane) => n + lane.sendErrors, 0),
       ...(this.dtd ? { dtd: this.dtd.counters() } : {}),
       ...(this.reuse ? { reuse: this.reuse.counters() } : {}),
     };
@@ -850,7 +637,13 @@ export class DhttpHost {
   private lane(bind: string): Lane {
     let lane = this.lanes.get(bind);
     if (!lane) {
-      lane = new Lane(bind, this, this.options);
+      const { client, acceptDeadlineMs } = this.options;
+      const created: Lane = new Lane(
+        bind,
+        { ...(client !== undefined ? { client } : {}), ...(acceptDeadlineMs !== undefined ? { acceptDeadlineMs } : {}) },
+        (event) => this.onEvent(created, event),
+      );
+      lane = created;
       this.lanes.set(bind, lane);
     }
     return lane;

@@ -9,5 +9,5 @@ export {
   type LoadResult,
 } from './dhttp-host';
 export { HostError } from './errors';
-export type { Displayable, FrameRecord, StreamEvent, StreamMode } from './stream-session';
+export type { Displayable, FrameRecord, StreamEvent, StreamMode } from '../protocol/catp';
 export { BlockReuse, type BlockReuseOptions, type ReuseOutcome } from './block-reuse';

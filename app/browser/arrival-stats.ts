@@ -1,7 +1,7 @@
 // A load's arrival bookkeeping: each arriving CATP / in-order frame or TCP chunk as the WireFrame the renderer
 // records (missing and repaired counts for the HUD and the load record).
 import type { WireFrame } from '../../protocol/browser/api';
-import type { FrameRecord } from '../stream-session';
+import type { FrameRecord } from '../../protocol/catp';
 
 /** Per-load arrival bookkeeping: which seqs came, how many are missing below the highest, how many filled a gap. */
 export class ArrivalStats {

@@ -2,10 +2,9 @@
 // renderer only applies (one `dom` event per frame); in-order frames' raw bytes become decoded `text`; every
 // frame ends with its `frame` record.
 import type { BrowserEvent } from '../../protocol/browser/api';
-import { CatpTreeBuilder } from '../../protocol/catp';
+import { CatpTreeBuilder, type FrameRecord, type StreamEvent } from '../../protocol/catp';
 import { StreamingHtmlDecoder } from '../../protocol/html-encoding';
 import { realtimeNs } from '../../native';
-import type { FrameRecord, StreamEvent } from '../stream-session';
 import { ArrivalStats } from './arrival-stats';
 import { DomOpRecorder } from './dom-recorder';
 import type { PageNames } from './page-names';

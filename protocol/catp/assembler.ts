@@ -95,6 +95,8 @@ export interface ReceiveResult {
   /** Why the frame was refused (or CATP_DUPLICATE). */
   code?: string;
   seq?: number;
+  /** The frame's kind, once its header decoded (as `seq`). */
+  kind?: FrameKind;
   /** How many events this frame queued (0 = nothing new became displayable). */
   events: number;
 }
@@ -189,10 +191,12 @@ export abstract class AssemblerBase<E extends { type: string }> {
     this.count('frames');
     const before = this.queue.length - this.qHead;
     let seq: number | undefined;
+    let kind: FrameKind | undefined;
     try {
       if (!(bytes instanceof Uint8Array)) throw new Reject(REJECT.TRUNCATED, 'not bytes');
       const h = decodeHeader(bytes);
       seq = h.seq;
+      kind = h.kind;
       this.checkHeader(h);
       if (this.ended) {
         this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs);
@@ -208,11 +212,11 @@ export abstract class AssemblerBase<E extends { type: string }> {
       this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs, h.id);
       this.take(h, payload.slice());
       this.count('accepted');
-      return { accepted: true, seq, events: this.queue.length - this.qHead - before };
+      return { accepted: true, seq, kind, events: this.queue.length - this.qHead - before };
     } catch (e) {
       const code = e instanceof Reject ? e.code : 'CATP_ERR_INTERNAL';
       this.count(code);
-      return { accepted: false, code, seq, events: this.queue.length - this.qHead - before };
+      return { accepted: false, code, seq, kind, events: this.queue.length - this.qHead - before };
     }
   }
 

@@ -15,6 +15,8 @@ export { RepairReceiver, RepairSender } from './repair';
 export type { ReceiverOptions, SenderOptions, SenderStats } from './repair';
 export { encodeRaw, RawAssembler, RAW_META_BYTES } from './raw';
 export type { EncodedRaw } from './raw';
+export { StreamLoad, STREAM_TAIL_MS } from './stream-load';
+export type { BlockSummary, Displayable, FrameRecord, ReceivedBlock, StreamEnd, StreamEvent, StreamLoadOptions, StreamMode, StreamStep, StreamSummary } from './stream-load';
 export { CatpTreeBuilder, Parse5TreeBuilder, parse5Sink, parse5TreeBuilder } from './tree';
 export type { CatpTreeSink } from './tree';
 

@@ -1,5 +1,9 @@
 // What the DHTTP client (client.ts) takes and gives: its options, a request's init, the actions it asks the IO
 // layer for, the events it reports, and its counters.
+import type { BlockInfo } from '../catp/index-piece';
+import type { Sha256 } from '../catp/encoder';
+import type { FrameCodec } from '../catp/payload-codec';
+import type { FrameRecord, StreamEvent, StreamMode, StreamSummary } from '../catp/stream-load';
 import type { DhttpError } from './errors';
 import type { HttpHeaders, HttpResponse } from './http1';
 
@@ -34,6 +38,16 @@ export interface DhttpClientOptions {
   maxInboundConnections?: number;
   /** A connection a server opened to us that brings no byte for this long is closed (default 30000 ms). */
   inboundIdleMs?: number;
+  /** What stream loads (RequestInit.stream) need: hashing and decompression are injected, as everywhere in protocol/. */
+  catp?: { sha256: Sha256; codec?: FrameCodec };
+}
+
+/** A streamed load the client runs for a request (RequestInit.stream). */
+export interface StreamInit {
+  /** 'catp': out-of-order CATP frames; 'inorder': the page's raw bytes in datagrams, usable up to the first gap. */
+  mode: StreamMode;
+  /** CLOCK_REALTIME ns when the request left (the clock of `rxNs`), to put kernel receive times on the load's clock. */
+  sentRealtimeNs?: bigint;
 }
 
 export interface RequestInit {
@@ -42,11 +56,15 @@ export interface RequestInit {
   headers?: HttpHeaders;
   body?: Uint8Array;
   /**
-   * The answer may come as a stream of datagrams that are not HTTP responses (CATP frames). The first such
-   * datagram stops the request's resend timer; each is handed over as a 'stream-datagram' event and the
-   * request stays outstanding until `endStream`. An ordinary HTTP answer still completes it as usual.
+   * The answer may come as a stream of datagrams that are not HTTP responses (CATP or in-order frames), which
+   * the client loads itself (protocol/catp/stream-load.ts; needs `DhttpClientOptions.catp`). The first such
+   * datagram stops the request's resend timer; from then on the stream's repair drives it: its reports go out
+   * as 'send-datagram' actions, its timers are in `nextTimerAt()`, and every frame comes out as a
+   * 'stream-frame' event, then 'stream-complete' or 'stream-failed'. The request ID is released a tail after
+   * completion (repeating the final report), at once on failure, or by `endStream`. An ordinary HTTP answer
+   * still completes the request as usual.
    */
-  streamed?: boolean;
+  stream?: StreamInit;
   /**
    * DTD (protocol/README.md, section DTD): the request carries a DTD-Mode field. An answer with a
    * DTD-Announce field is then an announcement ('dtd-announce' event), not the final answer; the
@@ -81,13 +99,24 @@ export type ClientEvent =
       resends: number;
       sentAtMs: number;
       receivedAtMs: number;
+      /** Kernel receive time (CLOCK_REALTIME ns) of the answer's last packet, when the IO layer passed one. */
+      rxNs?: bigint;
     }
   | { type: 'resend'; requestId: string; attempt: number; overTcp: boolean }
   | { type: 'fallback'; requestId: string; reason: FallbackReason }
   | { type: 'retry-over-tcp'; requestId: string }
   | { type: 'request-failed'; requestId: string; error: DhttpError }
   | { type: 'dropped'; channel: Channel; reason: string; requestId?: string }
-  | { type: 'stream-datagram'; requestId: string; data: Uint8Array; receivedAtMs: number; first: boolean }
+  /** A datagram of a streamed load arrived: what it did (its record) and the assembler's events, in order. */
+  | { type: 'stream-frame'; requestId: string; record: FrameRecord; events: StreamEvent[] }
+  /** The stream's index is complete (CATP): every block and its digest (block reuse looks them up now). */
+  | { type: 'stream-blocks-known'; requestId: string; blocks: BlockInfo[] }
+  /** Blocks the application filled from its own store (`fillLocal`): the assembler's events. */
+  | { type: 'stream-local-fill'; requestId: string; events: StreamEvent[] }
+  /** The page is complete and verified (the final report is out; the ID stays a tail to repeat it). */
+  | { type: 'stream-complete'; requestId: string; atMs: number; summary: StreamSummary }
+  /** The page cannot be loaded (corrupt, stalled): the request is over. */
+  | { type: 'stream-failed'; requestId: string; code: string; message: string }
   | {
       /** DTD: the server announced the answer (headers + digest, empty body); `held`: it waits for dtdDecide. */
       type: 'dtd-announce';
@@ -98,6 +127,7 @@ export type ClientEvent =
       channel: Channel;
       sentAtMs: number;
       receivedAtMs: number;
+      rxNs?: bigint;
     }
   | { type: 'dtd-decision-resend'; requestId: string; attempt: number };
 

@@ -23,6 +23,7 @@ import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER, cano
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
+import { StreamLoad, type StreamStep } from '../catp/stream-load';
 
 /** 'H' of "HTTP/1.1 ...": a streamed request's datagram that starts otherwise is a stream datagram. */
 const HTTP_FIRST_BYTE = 0x48;
@@ -76,8 +77,8 @@ interface Req {
   httpBytesAtSend: number;
   /** Plain HTTP: sent again once already after its connection closed before any byte of the answer. */
   httpRetried: boolean;
-  /** Asked for a streamed answer (RequestInit.streamed). */
-  streamed: boolean;
+  /** The load of a streamed answer (RequestInit.stream), or null. */
+  load: StreamLoad | null;
   /** DTD: asked with RequestInit.dtd. */
   dtd: boolean;
   hostHeader: string;
@@ -99,6 +100,8 @@ interface Conn {
   current: string | null;
   /** When a byte last arrived (or the connection was accepted): inbound idle timeout. */
   lastRxMs: number;
+  /** Kernel receive time of the last bytes, when the IO layer passed one. */
+  lastRxNs: bigint | null;
 }
 
 function defaultRandom(n: number): Uint8Array {
@@ -113,7 +116,7 @@ function isIpLiteral(host: string): boolean {
 }
 
 export class DhttpClient {
-  private readonly opts: Required<Omit<DhttpClientOptions, 'randomBytes'>> & { randomBytes: (n: number) => Uint8Array };
+  private readonly opts: Required<Omit<DhttpClientOptions, 'randomBytes' | 'catp'>> & Pick<DhttpClientOptions, 'catp'> & { randomBytes: (n: number) => Uint8Array };
   private readonly actions: ClientAction[] = [];
   private readonly events: ClientEvent[] = [];
   private readonly reqs = new Map<string, Req>();
@@ -151,6 +154,7 @@ export class DhttpClient {
       completedMemory: options.completedMemory ?? 4096,
       maxInboundConnections: Math.max(1, options.maxInboundConnections ?? 64),
       inboundIdleMs: options.inboundIdleMs ?? 30000,
+      ...(options.catp !== undefined ? { catp: options.catp } : {}),
     };
   }
 
@@ -184,9 +188,13 @@ export class DhttpClient {
       // TLS is the host's (app/browser/http-stream.ts): this client never sends an https:// request in the clear
       throw new LocalProtocolError('DHTTP_ERR_BAD_SCHEME', `https:// is not a DHTTP client's: ${target.origin}`);
     }
-    if (init.streamed === true && init.dtd === true) {
+    if (init.stream !== undefined && init.dtd === true) {
       // a stream's datagrams are not an HTTP answer that could be announced
       throw new LocalProtocolError('DHTTP_ERR_BAD_OPTIONS', 'a request asks for a stream or for DTD, not both');
+    }
+    const catp = this.opts.catp;
+    if (init.stream !== undefined && catp === undefined) {
+      throw new LocalProtocolError('DHTTP_ERR_BAD_OPTIONS', 'a stream load needs DhttpClientOptions.catp (sha256)');
     }
     const method = (init.method ?? 'GET').toUpperCase();
     const body = init.body ?? new Uint8Array(0);
@@ -218,7 +226,15 @@ export class DhttpClient {
       inbound: null,
       httpBytesAtSend: 0,
       httpRetried: false,
-      streamed: init.streamed === true,
+      load: init.stream === undefined || catp === undefined ? null : new StreamLoad({
+        mode: init.stream.mode,
+        requestId: id,
+        otherPort: this.opts.tcpPort,
+        sha256: catp.sha256,
+        ...(catp.codec !== undefined ? { codec: catp.codec } : {}),
+        sentAtMs: nowMs,
+        sentRealtimeNs: init.stream.sentRealtimeNs ?? null,
+      }),
       dtd: init.dtd === true,
       hostHeader,
     };
@@ -241,23 +257,41 @@ export class DhttpClient {
     return req.idHex;
   }
 
-  /**
-   * Send a datagram that belongs to a streamed request (e.g. a CATP loss report, which carries the request's
-   * ID itself) to the request's server. Returns false when the request is not outstanding.
-   */
-  sendOnStream(idHex: string, data: Uint8Array): boolean {
+  /** The application gives a streamed request up (stopped, timed out): forget its ID and drop its load. */
+  endStream(idHex: string): boolean {
     const req = this.reqs.get(idHex.toLowerCase());
-    if (req === undefined || !req.streamed) return false;
-    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+    if (req === undefined || req.load === null) return false;
+    this.finish(req);
     return true;
   }
 
-  /** A streamed request is finished (its stream completed or was given up): forget its ID. */
-  endStream(idHex: string): boolean {
+  /**
+   * Block reuse: blocks the application read from its own store for a streamed CATP load (after
+   * 'stream-blocks-known'), verified by the assembler against the index; a sender that acknowledged reuse is
+   * told what is held. Their events come out as 'stream-local-fill'. False when the request has no load.
+   */
+  fillLocal(idHex: string, payloads: ReadonlyMap<number, Uint8Array>, nowMs: number): boolean {
     const req = this.reqs.get(idHex.toLowerCase());
-    if (req === undefined || !req.streamed) return false;
-    this.finish(req);
+    if (req === undefined || req.load === null) return false;
+    const step = req.load.fillLocal(payloads, nowMs);
+    this.events.push({ type: 'stream-local-fill', requestId: req.idHex, events: step.events });
+    this.afterStreamStep(req, req.load, step, nowMs);
     return true;
+  }
+
+  /** What a stream load's call left behind: its reports go out, its end is reported, a failed or drained load lets go of the ID. */
+  private afterStreamStep(req: Req, load: StreamLoad, step: StreamStep, nowMs: number): void {
+    const to = { host: req.target.host, port: req.target.port };
+    for (let data = load.nextReport(); data !== null; data = load.nextReport()) this.actions.push({ type: 'send-datagram', to, data });
+    if (step.blocksKnown !== null) this.events.push({ type: 'stream-blocks-known', requestId: req.idHex, blocks: step.blocksKnown });
+    if (step.ended?.outcome === 'complete') {
+      this.events.push({ type: 'stream-complete', requestId: req.idHex, atMs: nowMs, summary: load.summary() });
+    } else if (step.ended?.outcome === 'failed') {
+      this.events.push({ type: 'stream-failed', requestId: req.idHex, code: step.ended.code, message: step.ended.message });
+      this.finish(req);
+      return;
+    }
+    if (load.drained(nowMs)) this.finish(req);
   }
 
   /**
@@ -309,7 +343,7 @@ export class DhttpClient {
   }
 
   /** A DTD announcement arrived for `req`; false when the response is not one (an ordinary answer). */
-  private announced(req: Req, response: HttpResponse, channel: Channel, connKey: number | null, nowMs: number): boolean {
+  private announced(req: Req, response: HttpResponse, channel: Channel, connKey: number | null, nowMs: number, rxNs: bigint | null): boolean {
     if (!req.dtd || getHeader(response.headers, 'dtd-announce') === null) return false;
     let a: Announcement | null;
     try {
@@ -342,6 +376,7 @@ export class DhttpClient {
       channel,
       sentAtMs: req.sentAtMs,
       receivedAtMs: nowMs,
+      ...(rxNs !== null ? { rxNs } : {}),
     });
     return true;
   }
@@ -356,7 +391,8 @@ export class DhttpClient {
     return true;
   }
 
-  receiveDatagram(data: Uint8Array, _from: Address, nowMs: number): void {
+  /** A datagram arrived: `nowMs` when it was handed over, `rxNs` when the kernel received it (CLOCK_REALTIME ns), if known. */
+  receiveDatagram(data: Uint8Array, _from: Address, nowMs: number, rxNs?: bigint): void {
     let msg;
     try {
       msg = decodeResponseDatagram(data);
@@ -370,14 +406,15 @@ export class DhttpClient {
       this.dropUnmatched('udp', idHex);
       return;
     }
-    if (req.streamed && channelOf(req.phase) === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
-      const first = req.phase !== 'udp-streaming';
-      if (first) {
+    if (req.load !== null && channelOf(req.phase) === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
+      if (req.phase !== 'udp-streaming') {
         this.moveTo(req, 'udp-streaming');
         req.deadline = null;
         req.origin.knowledge = 'dhttp';
       }
-      this.events.push({ type: 'stream-datagram', requestId: idHex, data, receivedAtMs: nowMs, first });
+      const { record, step } = req.load.receive(data, nowMs, rxNs ?? null);
+      this.events.push({ type: 'stream-frame', requestId: idHex, record, events: step.events });
+      this.afterStreamStep(req, req.load, step, nowMs);
       return;
     }
     let response: HttpResponse;
@@ -394,7 +431,7 @@ export class DhttpClient {
     if (retry === RETRY_TOKEN && channelOf(req.phase) === 'udp') {
       // Too large an answer for an address the server has not seen proven: again, with the token just received
       // (once; a second refusal goes over our own TCP connection, which proves the address by its handshake).
-      if (req.streamed && req.origin.token !== null && req.phase === 'udp-streaming' && req.tokenRetries < MAX_STREAM_TOKEN_RETRIES) {
+      if (req.load !== null && req.origin.token !== null && req.phase === 'udp-streaming' && req.tokenRetries < MAX_STREAM_TOKEN_RETRIES) {
         // The stream's first flight (what the server may send unproven) is here and it waits for our proof: the
         // token request was lost, or this 421 overtook it. Again, with the token; the stream's repair, not our
         // resend timer, drives what follows.
@@ -411,9 +448,9 @@ export class DhttpClient {
       }
       return;
     }
-    if (this.announced(req, response, 'udp', null, nowMs)) return;
+    if (this.announced(req, response, 'udp', null, nowMs, rxNs ?? null)) return;
     if (retry === 'tcp' && this.answeredRetryOverTcp(req, 'udp', nowMs)) return;
-    this.complete(req, response, 'udp', nowMs);
+    this.complete(req, response, 'udp', nowMs, rxNs ?? null);
   }
 
   /**
@@ -494,10 +531,12 @@ export class DhttpClient {
     conn.pending = [];
   }
 
-  receiveTcp(connKey: number, data: Uint8Array, nowMs: number): void {
+  /** Bytes arrived on a connection (`rxNs`: their kernel receive time, if known). */
+  receiveTcp(connKey: number, data: Uint8Array, nowMs: number, rxNs?: bigint): void {
     const conn = this.conns.get(connKey);
     if (conn === undefined) return;
     conn.lastRxMs = nowMs;
+    if (rxNs !== undefined) conn.lastRxNs = rxNs;
     if (conn.firstBytes.length < 5) conn.firstBytes += String.fromCharCode(...data.subarray(0, 5 - conn.firstBytes.length));
     conn.received += data.length;
     if (conn.dhttp !== null) {
@@ -542,6 +581,8 @@ export class DhttpClient {
     let at: number | null = null;
     for (const req of this.reqs.values()) {
       if (req.deadline !== null && (at === null || req.deadline < at)) at = req.deadline;
+      const t = req.load?.nextTimerAt() ?? null;
+      if (t !== null && (at === null || t < at)) at = t;
     }
     for (const c of this.conns.values()) {
       if (c.kind === 'inbound' && (at === null || c.lastRxMs + this.opts.inboundIdleMs < at)) at = c.lastRxMs + this.opts.inboundIdleMs;
@@ -572,6 +613,13 @@ export class DhttpClient {
       } else {
         this.fail(req, 'DHTTP_ERR_TIMEOUT', `no answer within ${this.opts.tcpTimeoutMs} ms`, nowMs);
       }
+    }
+    // then the stream loads' own timers (reports, the stall limit, the tail that keeps a finished load's ID)
+    for (const req of [...this.reqs.values()]) {
+      const load = req.load;
+      const t = load?.nextTimerAt() ?? null;
+      if (load === null || t === null || t > nowMs || this.reqs.get(req.idHex) !== req) continue;
+      this.afterStreamStep(req, load, load.handleTimer(nowMs), nowMs);
     }
   }
 
@@ -678,9 +726,9 @@ export class DhttpClient {
       req.origin.knowledge = 'dhttp';
       const r = item.response;
       this.learnToken(req.origin, r);
-      if (this.announced(req, r, 'tcp', conn.key, nowMs)) continue;
+      if (this.announced(req, r, 'tcp', conn.key, nowMs, conn.lastRxNs)) continue;
       if (retryAsked(r) === 'tcp' && this.answeredRetryOverTcp(req, 'tcp', nowMs)) continue;
-      this.complete(req, r, 'tcp', nowMs);
+      this.complete(req, r, 'tcp', nowMs, conn.lastRxNs);
     }
     // An inbound answer in progress keeps its request alive (no UDP resend while bytes flow).
     if (conn.kind === 'inbound' && conn.current !== null) {
@@ -746,7 +794,7 @@ export class DhttpClient {
       if (req.phase === 'done') {
         this.drop('http', 'cancelled', 'duplicate', req.idHex);
       } else {
-        this.complete(req, res, 'http', nowMs);
+        this.complete(req, res, 'http', nowMs, conn.lastRxNs);
       }
       if (!keepAlive) {
         this.closeConn(conn, nowMs);
@@ -766,7 +814,7 @@ export class DhttpClient {
   // Connections
 
   private newConn(key: number, kind: ConnKind, origin: Origin | null): Conn {
-    return { key, kind, origin, open: false, pending: [], dhttp: null, http: null, received: 0, firstBytes: '', current: null, lastRxMs: 0 };
+    return { key, kind, origin, open: false, pending: [], dhttp: null, http: null, received: 0, firstBytes: '', current: null, lastRxMs: 0, lastRxNs: null };
   }
 
   private connect(origin: Origin, kind: 'dhttp-out' | 'http'): Conn {
@@ -914,7 +962,7 @@ export class DhttpClient {
     this.actions.push({ type: 'expect-id', id: req.id });
   }
 
-  private complete(req: Req, response: HttpResponse, channel: Channel, nowMs: number): void {
+  private complete(req: Req, response: HttpResponse, channel: Channel, nowMs: number, rxNs: bigint | null): void {
     this.stats.responses[channel]++;
     this.finish(req);
     this.events.push({
@@ -925,6 +973,7 @@ export class DhttpClient {
       resends: req.resends,
       sentAtMs: req.sentAtMs,
       receivedAtMs: nowMs,
+      ...(rxNs !== null ? { rxNs } : {}),
     });
   }
 

@@ -265,8 +265,8 @@ describe('assembler: local fill', () => {
 
   // A network copy that arrives anyway (the hold expired, a sender that did not acknowledge reuse) must not
   // count the block twice (it did: progress() said 13 of 12 blocks, maybeFinish() threw on the missing block's
-  // null payload, CATP_ERR_INTERNAL, and the page never completed); the host (app/stream-session.ts) counts
-  // `arrivedAnyway` from this CATP_DUPLICATE.
+  // null payload, CATP_ERR_INTERNAL, and the page never completed); the stream load (protocol/catp/stream-load.ts)
+  // counts `arrivedAnyway` from this CATP_DUPLICATE.
   test('a network copy of a block filled from the store is a duplicate, and the page still completes', () => {
     const a = withIndex();
     expect(a.fillLocal(2, payloadOf(2))).toBe(true);

@@ -1,18 +1,14 @@
-// Streamed requests (RequestInit.streamed): the answer may be a run of non-HTTP datagrams (CATP frames).
+// Streamed requests (RequestInit.stream): the answer may be a run of non-HTTP datagrams (CATP frames), which the
+// client loads itself (protocol/catp/stream-load.ts; test/unit/catp/stream-load.test.ts loads whole pages).
 import { serializeResponse } from '../../../protocol/dhttp/http1';
 import { DhttpClient } from '../../../protocol/dhttp/client';
 import type { ClientAction, ClientEvent } from '../../../protocol/dhttp/client-api';
 import { decodeRequest, encodeResponse, hexToId } from '../../../protocol/dhttp/wire';
+import { decodeReport } from '../../../protocol/catp';
+import { sha256 } from '../../helpers/catp-util';
+import { drainClient as drain } from './helpers/pipe';
 
 const SERVER = { address: '127.0.0.1', port: 8080 };
-
-function drain(c: DhttpClient): { actions: ClientAction[]; events: ClientEvent[] } {
-  const actions: ClientAction[] = [];
-  const events: ClientEvent[] = [];
-  for (let a = c.nextAction(); a; a = c.nextAction()) actions.push(a);
-  for (let e = c.nextEvent(); e; e = c.nextEvent()) events.push(e);
-  return { actions, events };
-}
 
 function frame(idHex: string, seq: number): Uint8Array {
   const f = new Uint8Array(40);
@@ -23,45 +19,72 @@ function frame(idHex: string, seq: number): Uint8Array {
 }
 
 function client(): DhttpClient {
-  return new DhttpClient({ udpPort: 40000, tcpPort: 40001, initialTimeoutMs: 100 });
+  return new DhttpClient({ udpPort: 40000, tcpPort: 40001, initialTimeoutMs: 100, catp: { sha256 } });
+}
+
+const STREAM = { mode: 'catp' } as const;
+
+/** Runs the client's timers from `fromMs` for `forMs`; returns every event and every request datagram (not reports) they sent. */
+function runTimers(c: DhttpClient, fromMs: number, forMs: number): { events: ClientEvent[]; requests: string[] } {
+  const events: ClientEvent[] = [];
+  const requests: string[] = [];
+  for (let at = c.nextTimerAt(); at !== null && at <= fromMs + forMs; at = c.nextTimerAt()) {
+    c.handleTimer(Math.max(at, fromMs));
+    const d = drain(c);
+    events.push(...d.events);
+    for (const a of d.actions) {
+      if (a.type !== 'send-datagram') continue;
+      const http = new TextDecoder().decode(decodeRequest(a.data).http);
+      if (/^[A-Z]+ /.test(http)) requests.push(http);
+    }
+  }
+  return { events, requests };
 }
 
 test('the first stream datagram stops the resend timer; every one is handed over in order', () => {
   const c = client();
-  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
   const sent = drain(c).actions.find((a) => a.type === 'send-datagram');
   expect(sent).toBeDefined();
   expect(c.nextTimerAt()).toBe(100);
   c.receiveDatagram(frame(id, 0), SERVER, 10);
   c.receiveDatagram(frame(id, 1), SERVER, 11);
   const { events } = drain(c);
-  expect(events.map((e) => e.type)).toEqual(['stream-datagram', 'stream-datagram']);
-  expect(events.map((e) => (e as { first: boolean }).first)).toEqual([true, false]);
-  expect(c.nextTimerAt()).toBeNull(); // the stream's own repair drives it now
-  c.handleTimer(10_000);
-  expect(drain(c).events.filter((e) => e.type === 'resend')).toHaveLength(0);
+  expect(events.map((e) => e.type)).toEqual(['stream-frame', 'stream-frame']);
+  expect(events.map((e) => (e as Extract<ClientEvent, { type: 'stream-frame' }>).record.atMs)).toEqual([10, 11]);
+  // the stream's own repair drives it now: its report timer, never a resend
+  expect(c.nextTimerAt()).not.toBe(100);
+  const later = runTimers(c, 11, 10_000);
+  expect(later.events.filter((e) => e.type === 'resend')).toHaveLength(0);
+  expect(later.requests).toEqual([]);
   expect(c.outstanding).toBe(1);
 });
 
-test('sendOnStream goes to the request\'s server; endStream forgets the ID and later frames are dropped', () => {
+test("the stream's reports go to the request's server; endStream forgets the ID and later frames are dropped", () => {
   const c = client();
-  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', streamed: true }, 0);
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', stream: STREAM }, 0);
   drain(c);
   c.receiveDatagram(frame(id, 0), SERVER, 1);
   drain(c);
-  expect(c.sendOnStream(id, new Uint8Array([1, 2, 3]))).toBe(true);
-  expect(drain(c).actions).toEqual([{ type: 'send-datagram', to: { host: '127.0.0.1', port: 8080 }, data: new Uint8Array([1, 2, 3]) }]);
+  c.handleTimer(c.nextTimerAt() as number);
+  const reports = drain(c).actions;
+  expect(reports.length).toBeGreaterThan(0);
+  for (const a of reports) {
+    expect(a).toMatchObject({ type: 'send-datagram', to: { host: '127.0.0.1', port: 8080 } });
+    expect(decodeReport((a as Extract<ClientAction, { type: 'send-datagram' }>).data).id).toEqual(hexToId(id));
+  }
   expect(c.endStream(id)).toBe(true);
   expect(drain(c).actions.map((a) => a.type)).toEqual(['forget-id']);
   expect(c.outstanding).toBe(0);
+  expect(c.nextTimerAt()).toBeNull();
   c.receiveDatagram(frame(id, 1), SERVER, 2);
   expect(drain(c).events.map((e) => e.type)).toEqual(['dropped']);
-  expect(c.sendOnStream(id, new Uint8Array(1))).toBe(false);
+  expect(c.endStream(id)).toBe(false);
 });
 
 test('a streamed request answered with an ordinary HTTP response completes as usual', () => {
   const c = client();
-  const id = c.request({ url: 'dhttp://127.0.0.1:8080/img.png', streamed: true }, 0);
+  const id = c.request({ url: 'dhttp://127.0.0.1:8080/img.png', stream: STREAM }, 0);
   const sent = drain(c).actions.find((a) => a.type === 'send-datagram') as Extract<ClientAction, { type: 'send-datagram' }>;
   const req = decodeRequest(sent.data);
   const http = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Type', 'image/png']], body: new Uint8Array([9]) });
@@ -86,11 +109,12 @@ describe("first contact: a stream's first flight comes unproven (address validat
   const tokenAnswer = (idHex: string, token: string): Uint8Array =>
     encodeResponse(hexToId(idHex), serializeResponse({ status: 421, reason: 'Misdirected Request', headers: [['DHTTP-Retry', 'token'], ['Catp-Token', token], ['Content-Length', '0']], body: new Uint8Array(0) }));
   const sentRequests = (actions: ClientAction[]) =>
-    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => new TextDecoder().decode(decodeRequest(a.data).http));
+    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
+      .filter((http) => /^[A-Z]+ /.test(http)); // requests, not the stream's reports
 
   test('the token answer first (the usual order): the request again with the token; frames then stop the resend timer', () => {
     const c = client();
-    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
     const [first] = sentRequests(drain(c).actions);
     expect(first).toMatch(/Catp-Pad: /); // padded: room for a first flight
     c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 5);
@@ -98,13 +122,13 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(again).toHaveLength(1);
     expect(again[0]).toMatch(/Catp-Token: 1\.abc\.A{22}/);
     c.receiveDatagram(frame(id, 0), SERVER, 6);
-    expect(drain(c).events.map((e) => e.type)).toEqual(['stream-datagram']);
-    expect(c.nextTimerAt()).toBeNull();
+    expect(drain(c).events.map((e) => e.type)).toEqual(['stream-frame']);
+    expect(runTimers(c, 6, 5000).requests).toEqual([]); // no resend timer
   });
 
   test('a token answer after the frames (the first was lost, or our proof was): the request again with the token, several times if need be; never TCP, and no resend timer', () => {
     const c = client();
-    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], streamed: true }, 0);
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
     drain(c);
     c.receiveDatagram(frame(id, 0), SERVER, 5);
     c.receiveDatagram(frame(id, 1), SERVER, 6);
@@ -115,8 +139,8 @@ describe("first contact: a stream's first flight comes unproven (address validat
       expect(sentRequests(actions)).toHaveLength(1);
       expect(actions.some((a) => a.type === 'connect')).toBe(false);
       expect(events.filter((e) => e.type === 'retry-over-tcp')).toHaveLength(0);
-      expect(c.nextTimerAt()).toBeNull();
     }
+    expect(runTimers(c, 250, 5000).requests).toEqual([]); // no resend timer: the stream's repair drives it
     expect(c.counters().retriesWithToken).toBe(3);
   });
 });

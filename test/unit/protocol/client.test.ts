@@ -5,6 +5,7 @@ import { getHeader, serializeResponse } from '../../../protocol/dhttp/http1';
 import { decodeRequest, encodeResponse, idToHex, hexToId } from '../../../protocol/dhttp/wire';
 import { DhttpClient } from '../../../protocol/dhttp/client';
 import { Pipe, ok, type ServerRequest } from './helpers/pipe';
+import { sha256 } from '../../helpers/catp-util';
 
 const td = new TextDecoder();
 const te = new TextEncoder();
@@ -475,9 +476,9 @@ describe('the request phase machine (TRANSITIONS in protocol/dhttp/client.ts)', 
   test('property: no sequence of answers, closes, timers and decisions makes a move the table does not list, and a request ends at most once', () => {
     fc.assert(
       fc.property(fc.constantFrom('dtd', 'streamed', 'plain'), fc.array(step, { maxLength: 25 }), (flavour, steps) => {
-        const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, randomBytes: (n) => new Uint8Array(n).fill(7) });
+        const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, randomBytes: (n) => new Uint8Array(n).fill(7), catp: { sha256 } });
         let now = 0;
-        const id = c.request({ url: 'dhttp://10.0.0.1:8080/a', ...(flavour === 'dtd' ? { dtd: true } : flavour === 'streamed' ? { streamed: true } : {}) }, now);
+        const id = c.request({ url: 'dhttp://10.0.0.1:8080/a', ...(flavour === 'dtd' ? { dtd: true } : flavour === 'streamed' ? { stream: { mode: 'catp' as const } } : {}) }, now);
         const ours = new Set<number>();
         const ends: string[] = [];
         const drain = () => {
@@ -539,7 +540,7 @@ describe('the request phase machine (TRANSITIONS in protocol/dhttp/client.ts)', 
 
   test('a request asks for a stream or for DTD, not both', () => {
     const c = new DhttpClient({ udpPort: 1, tcpPort: 2 });
-    expect(() => c.request({ url: 'dhttp://10.0.0.1:8080/a', streamed: true, dtd: true }, 0)).toThrow(expect.objectContaining({ code: 'DHTTP_ERR_BAD_OPTIONS' }));
+    expect(() => c.request({ url: 'dhttp://10.0.0.1:8080/a', stream: { mode: 'catp' }, dtd: true }, 0)).toThrow(expect.objectContaining({ code: 'DHTTP_ERR_BAD_OPTIONS' }));
   });
 
   test('421 Dhttp-Retry: tcp moves a UDP request to TCP; later, over UDP it is a duplicate, over TCP the answer', () => {

@@ -47,6 +47,15 @@ export interface PipeOptions {
 }
 
 export const SERVER = { host: '10.0.0.1', port: 8080 };
+
+/** Everything the client has queued: its actions, then its events. */
+export function drainClient(c: DhttpClient): { actions: ClientAction[]; events: ClientEvent[] } {
+  const actions: ClientAction[] = [];
+  const events: ClientEvent[] = [];
+  for (let a = c.nextAction(); a; a = c.nextAction()) actions.push(a);
+  for (let e = c.nextEvent(); e; e = c.nextEvent()) events.push(e);
+  return { actions, events };
+}
 const CLIENT_ADDR = { address: '10.0.0.2', port: 40000 };
 const te = new TextEncoder();
 
