@@ -5,7 +5,7 @@
  * events (`nextEvent()`) for the application, both drained until `null`. The only timer is
  * `nextTimerAt()` / `handleTimer(nowMs)`. See protocol/README.md for the rules implemented here.
  */
-import { LocalProtocolError, ProtocolError } from '../errors';
+import { LocalProtocolError } from '../errors';
 import { DhttpError, HttpParseError } from './errors';
 import {
   DEFAULT_MAX_BODY_BYTES,
@@ -19,101 +19,31 @@ import {
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, RETRY_TOKEN, TOKEN_HEADER, canonicalAddress } from './address-validation';
+import { RETRY_TOKEN, TOKEN_HEADER, canonicalAddress } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
 import { StreamLoad, type StreamStep } from '../catp/stream-load';
+import {
+  IDEMPOTENT,
+  codeOf,
+  defaultRandom,
+  isIpLiteral,
+  keepsAlive,
+  learnToken,
+  requestDatagramHttp,
+  retryAsked,
+  structuredCloneCounters,
+  type Conn,
+  type ConnKind,
+  type Origin,
+  type Req,
+} from './client-records';
 
 /** 'H' of "HTTP/1.1 ...": a streamed request's datagram that starts otherwise is a stream datagram. */
 const HTTP_FIRST_BYTE = 0x48;
 /** A stream whose first flight came unproven asks again with its token at most this often (each `421 … token`). */
 const MAX_STREAM_TOKEN_RETRIES = 8;
-
-/** RFC 9110 9.2.2: safe to repeat, so they may travel over UDP (and be resent). */
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
-
-type Knowledge = 'unknown' | 'dhttp' | 'plain';
-
-interface Origin {
-  key: string;
-  host: string;
-  port: number;
-  knowledge: Knowledge;
-  /** Our DHTTP-over-TCP connection to the server. */
-  dhttpConn: number | null;
-  /** Our plain HTTP/1.1 keep-alive connection. */
-  httpConn: number | null;
-  /** Plain HTTP requests waiting for the connection (served one at a time, in order). */
-  httpQueue: Req[];
-  httpInFlight: Req | null;
-  /** The server's address token for us (address-validation.ts), echoed in UDP requests; null: none yet. */
-  token: string | null;
-}
-
-interface Req {
-  idHex: string;
-  id: Uint8Array;
-  target: Target;
-  origin: Origin;
-  method: string;
-  http: Uint8Array;
-  /** What `http` was made of: UDP sends rebuild it with the origin's token, or padded (address-validation.ts). */
-  parts: { path: string; headers: HttpHeaders; body: Uint8Array };
-  /** Times sent again with a token after `Dhttp-Retry: token` (once; a stream's request up to MAX_STREAM_TOKEN_RETRIES). */
-  tokenRetries: number;
-  phase: Phase;
-  /** Its ID is registered with the IO layer (`expect-id`): it travels over DHTTP. */
-  registered: boolean;
-  resends: number;
-  sentAtMs: number;
-  lastSendMs: number;
-  deadline: number | null;
-  /** The connection of ours it travels on: DHTTP over TCP (`tcp…` phases) or plain HTTP (`http-sent`). */
-  conn: number | null;
-  /** A connection the server opened that is delivering its answer (or its announced body; a DON'T-BOTHER closes it). */
-  inbound: number | null;
-  /** Plain HTTP: connection byte count when sent (to tell "closed before any response byte"). */
-  httpBytesAtSend: number;
-  /** Plain HTTP: sent again once already after its connection closed before any byte of the answer. */
-  httpRetried: boolean;
-  /** The load of a streamed answer (RequestInit.stream), or null. */
-  load: StreamLoad | null;
-  /** DTD: asked with RequestInit.dtd. */
-  dtd: boolean;
-  hostHeader: string;
-}
-
-type ConnKind = 'dhttp-out' | 'http' | 'inbound';
-
-interface Conn {
-  key: number;
-  kind: ConnKind;
-  origin: Origin | null;
-  open: boolean;
-  pending: Uint8Array[];
-  dhttp: DhttpResponseStream | null;
-  http: ResponseParser | null;
-  received: number;
-  firstBytes: string;
-  /** inbound: id of the message being received now. */
-  current: string | null;
-  /** When a byte last arrived (or the connection was accepted): inbound idle timeout. */
-  lastRxMs: number;
-  /** Kernel receive time of the last bytes, when the IO layer passed one. */
-  lastRxNs: bigint | null;
-}
-
-function defaultRandom(n: number): Uint8Array {
-  const c = (globalThis as { crypto?: { getRandomValues<T extends Uint8Array>(a: T): T } }).crypto;
-  if (c === undefined) throw new LocalProtocolError('DHTTP_ERR_RANDOM', 'no globalThis.crypto; pass options.randomBytes');
-  return c.getRandomValues(new Uint8Array(n));
-}
-
-
-function isIpLiteral(host: string): boolean {
-  return host.startsWith('[') || /^[0-9.]+$/.test(host);
-}
 
 export class DhttpClient {
   private readonly opts: Required<Omit<DhttpClientOptions, 'randomBytes' | 'catp'>> & Pick<DhttpClientOptions, 'catp'> & { randomBytes: (n: number) => Uint8Array };
@@ -426,7 +356,7 @@ export class DhttpClient {
       return;
     }
     req.origin.knowledge = 'dhttp';
-    this.learnToken(req.origin, response);
+    learnToken(req.origin, response);
     const retry = retryAsked(response);
     if (retry === RETRY_TOKEN && channelOf(req.phase) === 'udp') {
       // Too large an answer for an address the server has not seen proven: again, with the token just received
@@ -630,35 +560,13 @@ export class DhttpClient {
     return Math.min(this.opts.initialTimeoutMs * Math.pow(this.opts.backoffFactor, resends), this.opts.maxTimeoutMs);
   }
 
-  /**
-   * The request as a datagram carries it: with the origin's address token, or, without one, padded to
-   * MIN_UNPROVEN_REQUEST_BYTES so that the server may answer a small response (3× what it received).
-   */
-  private udpHttp(req: Req): Uint8Array {
-    const { path, headers, body } = req.parts;
-    const token = req.origin.token;
-    if (token !== null) {
-      const withToken = serializeRequest({ method: req.method, target: path, headers: [...headers, [TOKEN_HEADER, token]], body });
-      if (11 + withToken.length <= MAX_DATAGRAM_PAYLOAD) return withToken;
-      return req.http;
-    }
-    const padHeader = PAD_HEADER.length + 4; // "Catp-Pad: " + value + CRLF
-    const pad = MIN_UNPROVEN_REQUEST_BYTES - (11 + req.http.length + padHeader);
-    if (pad <= 0) return req.http;
-    return serializeRequest({ method: req.method, target: path, headers: [...headers, [PAD_HEADER, 'x'.repeat(pad)]], body });
-  }
 
-  /** Remembers the address token a server handed out (any answer may carry one). */
-  private learnToken(origin: Origin, response: HttpResponse): void {
-    const t = getHeader(response.headers, TOKEN_HEADER);
-    if (t !== null && t.length <= 64) origin.token = t.trim();
-  }
 
   /** (Again) the request's datagram, from a UDP phase, which it keeps. */
   private sendUdp(req: Req, nowMs: number): void {
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.timeoutFor(req.resends);
-    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: this.udpHttp(req) });
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req) });
     this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
   }
 
@@ -725,7 +633,7 @@ export class DhttpClient {
       }
       req.origin.knowledge = 'dhttp';
       const r = item.response;
-      this.learnToken(req.origin, r);
+      learnToken(req.origin, r);
       if (this.announced(req, r, 'tcp', conn.key, nowMs, conn.lastRxNs)) continue;
       if (retryAsked(r) === 'tcp' && this.answeredRetryOverTcp(req, 'tcp', nowMs)) continue;
       this.complete(req, r, 'tcp', nowMs, conn.lastRxNs);
@@ -790,7 +698,7 @@ export class DhttpClient {
         return;
       }
       origin.httpInFlight = null;
-      const keepAlive = this.keepsAlive(res);
+      const keepAlive = keepsAlive(res);
       if (req.phase === 'done') {
         this.drop('http', 'cancelled', 'duplicate', req.idHex);
       } else {
@@ -804,11 +712,6 @@ export class DhttpClient {
     }
   }
 
-  private keepsAlive(res: HttpResponse): boolean {
-    const tokens = (getHeader(res.headers, 'connection') ?? '').toLowerCase().split(',').map((t) => t.trim());
-    if (tokens.includes('close')) return false;
-    return res.version !== 'HTTP/1.0' || tokens.includes('keep-alive');
-  }
 
   // ------------------------------------------------------------------------------------------
   // Connections
@@ -1028,17 +931,3 @@ export class DhttpClient {
   }
 }
 
-/** What a `421`'s `Dhttp-Retry` asks for (`tcp`, `token`), or null for any other answer. */
-function retryAsked(response: HttpResponse): string | null {
-  if (response.status !== 421) return null;
-  const v = (getHeader(response.headers, 'dhttp-retry') ?? '').trim().toLowerCase();
-  return v === '' ? null : v;
-}
-
-function codeOf(e: unknown): string {
-  return e instanceof ProtocolError ? e.code : 'DHTTP_ERR_INTERNAL';
-}
-
-function structuredCloneCounters(c: ClientCounters): ClientCounters {
-  return { ...c, responses: { ...c.responses }, dropped: { ...c.dropped }, connections: { ...c.connections }, dtd: { ...c.dtd } };
-}
