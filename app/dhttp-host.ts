@@ -26,6 +26,7 @@ import type { DtdPolicyOptions } from '../protocol/dtd';
 import { BlockReuse, type BlockReuseOptions, type LocalFill, type ReuseOutcome } from './block-reuse';
 import type { BlockInfo, FrameRecord, StreamEvent, StreamMode, StreamSummary } from '../protocol/catp';
 import { Lane } from './dhttp-lane';
+import { bindAddressFor } from './bind-address';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -109,8 +110,8 @@ export interface FetchResult {
 
 export interface DhttpHostOptions {
   /**
-   * Address the endpoint listens on. 'auto' (default) binds the loopback address of the server's family for
-   * loopback servers and the wildcard '::' otherwise, because a DHTTP server must be able to reach us back.
+   * Address the endpoint listens on. 'auto' (default): bind-address.ts's rule for DHTTP (the loopback address of
+   * the server's family for loopback servers, the wildcard '::' otherwise: a DHTTP server must reach us back).
    */
   bind?: string;
   client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort' | 'catp'>>;
@@ -147,10 +148,6 @@ interface Load {
   settled: boolean;
   /** Block reuse state (null: this load does not reuse). */
   reuse: { asked: boolean; filling: boolean; fillMs: number; crossSiteMisses: number; corrupt: number } | null;
-}
-
-function isLoopback(address: string): boolean {
-  return address === '::1' || address.startsWith('127.');
 }
 
 export interface HostCounters {
@@ -386,7 +383,7 @@ export class DhttpHost {
     const address = await this.resolve(target.host);
     const bind = this.options.bind && this.options.bind !== 'auto'
       ? this.options.bind
-      : isLoopback(address) ? address.includes(':') ? '::1' : '127.0.0.1' : '::';
+      : bindAddressFor(address, 'dhttp');
     const lane = this.lane(bind);
     const method = (options.method ?? 'GET').toUpperCase();
     const dtd = this.dtd !== null && stream === null && options.dtd !== false

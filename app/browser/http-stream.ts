@@ -19,6 +19,7 @@ import { Endpoint, realtimeNs, type Incoming } from '../../native';
 import { hostLiteral, parseTarget, serializeRequest, StreamingResponseParser } from '../../protocol/dhttp';
 import { CodedError, ProtocolError } from '../../protocol/errors';
 import { ACCEPT_ENCODING, codingsOf } from '../content-coding';
+import { bindAddressFor } from '../bind-address';
 
 export interface HttpStreamHead {
   status: number;
@@ -259,8 +260,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
 
 /** Plain TCP through the native endpoint: every segment batch carries its kernel receive time. */
 function tcpConnect(address: string, port: number, request: Uint8Array, received: (d: Uint8Array, rxNs: bigint) => void, ended: () => void, failed: (e: HttpStreamError) => void): { close: () => void; abort: () => void } {
-  const loopback = address === '::1' || address.startsWith('127.');
-  const bind = loopback ? address : address.includes(':') ? '::' : '0.0.0.0';
+  const bind = bindAddressFor(address, 'outbound');
   let conn = -1;
   const onIncoming = (batch: Incoming[]) => {
     for (const item of batch) {

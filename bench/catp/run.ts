@@ -5,14 +5,13 @@
  * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
  * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
  */
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
+import { sha256 } from '../../server/digests';
 import { brotliCodec, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
 
-const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
 
 function corpus(): string | null {
   for (const c of [process.env.CATP_CORPUS, path.resolve(process.cwd(), '../shared/corpus')]) {
