@@ -27,6 +27,7 @@ import { BlockReuse, type BlockReuseOptions, type LocalFill, type ReuseOutcome }
 import type { BlockInfo, FrameRecord, StreamEvent, StreamMode, StreamSummary } from '../protocol/catp';
 import { Lane } from './dhttp-lane';
 import { bindAddressFor } from './bind-address';
+import { addressSpaceOf, mayReach, type AddressSpace } from './address-space';
 
 /** diagnostics_channel names the host publishes on (the measurement tools subscribe instead of reaching in). */
 export const channels = {
@@ -51,6 +52,11 @@ export interface FetchOptions {
   timeoutMs?: number;
   /** DTD for this fetch (default: on when the host has a store; only GETs without a body take part). */
   dtd?: boolean;
+  /**
+   * The address space of the page this fetch is for: an origin that resolves to a less public address is refused
+   * (HOST_ERR_PRIVATE_NETWORK) before anything is sent, checked on the address the fetch connects to.
+   */
+  reachFrom?: AddressSpace;
 }
 
 export interface LoadOptions {
@@ -201,6 +207,7 @@ export class DhttpHost {
       return Promise.reject(new HostError('HOST_ERR_UNSUPPORTED', `https:// supports GET only (asked: ${options.method})`));
     }
     const startedAtMs = performance.now();
+    const reachFrom = options.reachFrom;
     return new Promise<FetchResult>((resolve, reject) => {
       let head: HttpStreamHead | null = null;
       const chunks: Uint8Array[] = [];
@@ -224,7 +231,10 @@ export class DhttpHost {
           });
         },
         onError: (err) => reject(new HostError(err.code, err.message)),
-      }, { timeoutMs: options.timeoutMs ?? 30_000, maxBodyBytes: this.options.client?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES }).catch((e: Error & { code?: string }) => reject(new HostError(e.code ?? 'HOST_ERR_TLS', e.message)));
+      }, {
+        timeoutMs: options.timeoutMs ?? 30_000,
+        ...(reachFrom !== undefined ? { checkAddress: (address: string) => refuseLessPublic(url, reachFrom, address) } : {}),
+        maxBodyBytes: this.options.client?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES }).catch((e: Error & { code?: string }) => reject(new HostError(e.code ?? 'HOST_ERR_TLS', e.message)));
     });
   }
 
@@ -381,6 +391,7 @@ export class DhttpHost {
     if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host is closed');
     const target = parseTarget(url);
     const address = await this.resolve(target.host);
+    if (options.reachFrom !== undefined) refuseLessPublic(url, options.reachFrom, address);
     const bind = this.options.bind && this.options.bind !== 'auto'
       ? this.options.bind
       : bindAddressFor(address, 'dhttp');
@@ -646,6 +657,11 @@ export class DhttpHost {
     return lane;
   }
 
+  /** The address space `host` resolves to (the address later fetches from it connect to). */
+  async addressSpaceOf(host: string): Promise<AddressSpace> {
+    return addressSpaceOf(await this.resolve(host));
+  }
+
   private async resolve(host: string): Promise<string> {
     const literal = hostLiteral(host);
     if (isIP(literal)) {
@@ -661,5 +677,13 @@ export class DhttpHost {
     } catch (err) {
       throw new HostError('HOST_ERR_DNS', `cannot resolve ${literal}: ${(err as Error).message}`);
     }
+  }
+}
+
+/** Private Network Access: a page's fetch never reaches an address less public than the page's own. */
+function refuseLessPublic(url: string, from: AddressSpace, address: string): void {
+  const to = addressSpaceOf(address);
+  if (!mayReach(from, to)) {
+    throw new HostError('HOST_ERR_PRIVATE_NETWORK', `${url} is on a ${to} address (${address}); a ${from} page may not reach it`);
   }
 }

@@ -75,6 +75,14 @@ export function onlyToFlags(origins: readonly string[]): string[] {
   return [`--proxy-server=http://${hostPorts[0]}`, `--proxy-bypass-list=<-loopback>;${hostPorts.join(';')}`];
 }
 
+/**
+ * The flag that makes a browser trust the shell's own certificate (by its key's hash) for the https:// tunnels the
+ * shell answers as its proxy (shell-server.ts); the shell's host checks the real origin's certificate itself.
+ */
+export function tunnelFlags(spki: string | undefined): string[] {
+  return spki === undefined ? [] : [`--ignore-certificate-errors-spki-list=${spki}`];
+}
+
 export function chromiumAvailable(): boolean {
   return FOUND !== null && executable(FOUND);
 }
@@ -127,12 +135,13 @@ export interface AppWindow {
 }
 
 /** Opens `url` in a Chromium `--app` window with a fresh profile. */
-export function openAppWindow(url: string, opts: { width?: number; height?: number } = {}): AppWindow {
+export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string } = {}): AppWindow {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
     ...chromiumFlags(),
     ...onlyToFlags([new URL(url).origin]),
+    ...tunnelFlags(opts.tunnelSpki),
     `--user-data-dir=${profile}`,
     `--window-size=${opts.width ?? 1280},${opts.height ?? 900}`,
     `--app=${url}`,
@@ -177,10 +186,10 @@ export interface HeadlessPage {
 }
 
 /** Opens `url` in headless Chromium through playwright-core. */
-export async function openHeadless(url: string, opts: { width?: number; height?: number } = {}): Promise<HeadlessPage> {
+export async function openHeadless(url: string, opts: { width?: number; height?: number; tunnelSpki?: string } = {}): Promise<HeadlessPage> {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(), ...onlyToFlags([new URL(url).origin])] });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(), ...onlyToFlags([new URL(url).origin]), ...tunnelFlags(opts.tunnelSpki)] });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });
   const page = await context.newPage();
   // CATP_TRACE=FILE: a Chromium performance trace of the whole headless session (profiling the renderer).

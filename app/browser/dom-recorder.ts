@@ -13,8 +13,12 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   private next = 1;
   /** Template element handle -> its content's handle. */
   private readonly contents = new Map<number, number>();
-  /** Handles of <base> elements (a slot may fill their href later). */
-  private readonly bases = new Set<number>();
+  /**
+   * Each element's tag name, and a link's rel: a slot may fill an attribute later (a <base>'s href, a link's href),
+   * and what a URL attribute loads depends on both.
+   */
+  private readonly tags = new Map<number, string>();
+  private readonly rels = new Map<number, string>();
 
   /** `names`: told every URL the tree names, as the operations holding it are recorded (before they are sent). */
   constructor(private readonly names: PageNames | null = null) {}
@@ -38,7 +42,8 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   reset(fragment: boolean, mode: DocumentMode): number {
     this.ops.push(DOM_OP.RESET, MODE_CODE[mode], fragment ? 1 : 0);
     this.contents.clear();
-    this.bases.clear();
+    this.tags.clear();
+    this.rels.clear();
     return 0;
   }
 
@@ -46,7 +51,11 @@ export class DomOpRecorder implements CatpTreeSink<number> {
     const h = this.next++;
     this.ops.push(DOM_OP.ELEMENT, h, tagName, NS_CODE[namespace] ?? namespace);
     this.attrs(attrs);
-    if (tagName === 'base') this.bases.add(h);
+    if (this.names !== null) {
+      this.tags.set(h, tagName);
+      const rel = tagName === 'link' ? attrs.find((a) => a.name === 'rel') : undefined;
+      if (rel !== undefined) this.rels.set(h, rel.value);
+    }
     this.names?.element(tagName, attrs);
     return h;
   }
@@ -54,7 +63,9 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   setAttrs(element: number, attrs: CatpAttr[]): void {
     this.ops.push(DOM_OP.SET_ATTRS, element);
     this.attrs(attrs);
-    this.names?.element(this.bases.has(element) ? 'base' : '', attrs);
+    if (this.names === null) return;
+    const rel = this.rels.get(element);
+    this.names.element(this.tags.get(element) ?? '', rel === undefined ? attrs : [...attrs, { name: 'rel', value: rel }]);
   }
 
   text(value: string): number {

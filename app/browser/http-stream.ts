@@ -102,6 +102,8 @@ export class StreamingResponseDecoder {
 export interface HttpStreamOptions {
   maxBodyBytes?: number;
   timeoutMs?: number;
+  /** Called with the address about to be connected to; throwing refuses it (nothing is sent). */
+  checkAddress?: (address: string) => void;
 }
 
 export interface HttpStream {
@@ -171,6 +173,7 @@ export async function httpStream(url: string, h: HttpStreamHandlers, options: Ht
   if (target.scheme !== 'http' && target.scheme !== 'https') throw new HttpStreamError('HTTP_ERR_SCHEME', `not an http:// or https:// URL: ${url}`);
   const literal = hostLiteral(target.host);
   const address = isIP(literal) ? literal : (await lookup(literal)).address;
+  options.checkAddress?.(address);
   let settled = false;
   let closeTransport: () => void = () => undefined;
   const settle = (err: HttpStreamError | null) => {

@@ -66,17 +66,43 @@ function normal(raw: string, base: string): string | null {
   }
 }
 
+/** Elements whose `src` (and `srcset`) loads an image or media: a sub-resource another origin may serve. */
+const SRC_SUBRESOURCE = new Set(['img', 'image', 'source', 'video', 'audio', 'track', 'input', 'feimage']);
+/** `<link rel>` values that make the link load a passive sub-resource (not prefetch, preconnect, manifest, script). */
+const LINK_SUBRESOURCE = new Set(['stylesheet', 'icon', 'apple-touch-icon', 'apple-touch-icon-precomposed', 'mask-icon', 'preload']);
+
+/**
+ * Whether this attribute of this element loads a passive sub-resource (an image, a stylesheet, a font, media):
+ * the only names the frame may have the host fetch from another origin than the page's. A link, a frame, a form,
+ * an object, a script or a prefetch is never fetched from another origin (frames and navigation leave the page).
+ */
+function loadsSubresource(tagName: string, name: string, attrs: readonly { name: string; value: string }[]): boolean {
+  if (SRCSET_ATTRS.has(name)) return tagName === 'img' || tagName === 'source' || tagName === 'link';
+  if (name === 'src') return SRC_SUBRESOURCE.has(tagName);
+  if (name === 'poster') return tagName === 'video';
+  if (name === 'background') return true;
+  if (name === 'href' || name === 'xlink:href') {
+    if (tagName === 'image' || tagName === 'use' || tagName === 'feimage') return true;
+    if (tagName !== 'link') return false;
+    const rel = attrs.find((a) => a.name.toLowerCase() === 'rel')?.value.toLowerCase().split(/[\t\n\f\r ]+/) ?? [];
+    return rel.some((r) => LINK_SUBRESOURCE.has(r));
+  }
+  return false;
+}
+
 export class PageNames {
   private readonly names = new Set<string>();
-  /** What the page wrote, as written (a <base> that arrives later re-resolves them). */
-  private readonly raw = new Set<string>();
+  /** The names that load a passive sub-resource (an image, a stylesheet, a font): another origin may serve these. */
+  private readonly subresources = new Set<string>();
+  /** What the page wrote, as written, and whether it loads a sub-resource (a <base> that arrives later re-resolves them). */
+  private readonly raw = new Map<string, boolean>();
   private readonly bases: string[];
   /** Names not kept because the page already had MAX_PAGE_NAMES. */
   dropped = 0;
 
   constructor(readonly pageUrl: string) {
     this.bases = [pageUrl];
-    this.keep(normal(pageUrl, pageUrl)); // the frame shows a page that is not HTML (an image) by loading it
+    this.keep(normal(pageUrl, pageUrl), false); // the frame shows a page that is not HTML (an image) by loading it
   }
 
   get size(): number {
@@ -89,20 +115,40 @@ export class PageNames {
     return t !== null && this.names.has(t);
   }
 
-  /** A URL the page wrote, relative to the page (or its <base>). */
-  add(raw: string): void {
-    if (this.raw.has(raw)) return;
-    if (this.raw.size >= MAX_PAGE_NAMES) {
+  /**
+   * Whether the frame may have the host fetch `target` from another origin than the page's: the page names it
+   * where it loads an image, a stylesheet, a font or media (or a stylesheet it loaded names it).
+   */
+  allowsSubresource(target: string): boolean {
+    const t = normal(target, this.pageUrl);
+    return t !== null && this.subresources.has(t);
+  }
+
+  /** The origins the page names sub-resources on (scheme://host:port, as the WHATWG URL parser writes them). */
+  subresourceOrigins(): Set<string> {
+    const out = new Set<string>();
+    for (const n of this.subresources) {
+      const origin = new URL(n).origin; // "null" for a scheme the URL standard gives no origin (dhttp:)
+      if (origin !== 'null') out.add(origin);
+    }
+    return out;
+  }
+
+  /** A URL the page wrote, relative to the page (or its <base>); `sub`: it loads a sub-resource. */
+  add(raw: string, sub = false): void {
+    const had = this.raw.get(raw);
+    if (had === true || (had === false && !sub)) return;
+    if (had === undefined && this.raw.size >= MAX_PAGE_NAMES) {
       this.dropped++;
       return;
     }
-    this.raw.add(raw);
-    for (const b of this.bases) this.keep(normal(raw, b));
+    this.raw.set(raw, sub);
+    for (const b of this.bases) this.keep(normal(raw, b), sub);
   }
 
-  /** A URL a loaded resource (a stylesheet at `base`) names. */
+  /** A URL a loaded resource (a stylesheet at `base`) names: an import, an image, a font. */
   addFrom(raw: string, base: string): void {
-    this.keep(normal(raw, base));
+    this.keep(normal(raw, base), true);
   }
 
   /** The page's <base href>: what it names resolves against it too (the first one wins in a browser; both are kept). */
@@ -110,7 +156,7 @@ export class PageNames {
     const b = normal(href, this.pageUrl);
     if (b === null || this.bases.includes(b) || this.bases.length > 4) return;
     this.bases.push(b);
-    for (const r of this.raw) this.keep(normal(r, b));
+    for (const [r, sub] of this.raw) this.keep(normal(r, b), sub);
   }
 
   /** An element of the page's tree: its URL attributes and inline style. */
@@ -118,15 +164,17 @@ export class PageNames {
     for (const a of attrs) {
       const name = a.name.toLowerCase();
       if (tagName === 'base' && name === 'href') this.addBase(a.value);
-      if (URL_ATTRS.has(name)) this.add(a.value);
-      else if (SRCSET_ATTRS.has(name)) for (const u of srcsetUrls(a.value)) this.add(u);
-      else if (name === 'style') this.css(a.value);
+      if (URL_ATTRS.has(name)) this.add(a.value, loadsSubresource(tagName, name, attrs));
+      else if (SRCSET_ATTRS.has(name)) {
+        const sub = loadsSubresource(tagName, name, attrs);
+        for (const u of srcsetUrls(a.value)) this.add(u, sub);
+      } else if (name === 'style') this.css(a.value);
     }
   }
 
   /** CSS in the page (a style attribute, a <style> element's text, any text that could be one). */
   css(text: string): void {
-    for (const u of cssUrls(text)) this.add(u);
+    for (const u of cssUrls(text)) this.add(u, true);
   }
 
   /** A stylesheet the page loaded, from `url`: what it imports and uses. */
@@ -134,10 +182,16 @@ export class PageNames {
     for (const u of cssUrls(text)) this.addFrom(u, url);
   }
 
-  private keep(n: string | null): void {
-    if (n === null || this.names.has(n)) return;
-    if (this.names.size >= MAX_PAGE_NAMES) this.dropped++;
-    else this.names.add(n);
+  private keep(n: string | null, sub: boolean): void {
+    if (n === null) return;
+    if (!this.names.has(n)) {
+      if (this.names.size >= MAX_PAGE_NAMES) {
+        this.dropped++;
+        return;
+      }
+      this.names.add(n);
+    }
+    if (sub) this.subresources.add(n);
   }
 }
 

@@ -270,6 +270,24 @@ export class BrowserService {
     return this.current?.names.allows(target) ?? false;
   }
 
+  /**
+   * Whether the page being shown names `target` as an image, stylesheet, font or media it loads (its tree, or a
+   * stylesheet it loaded): the only URLs on another origin the shell fetches for the frame.
+   */
+  namedSubresource(target: string): boolean {
+    return this.current?.names.allowsSubresource(target) ?? false;
+  }
+
+  /** Whether the page being shown names any sub-resource on `origin` (an https:// origin the frame may tunnel to). */
+  namesSubresourcesOn(origin: string): boolean {
+    return this.current?.names.subresourceOrigins().has(origin) ?? false;
+  }
+
+  /** The URL of the page being shown. */
+  get currentUrl(): string | null {
+    return this.current?.url ?? null;
+  }
+
   /** A stylesheet the page loaded (the shell fetched it): the URLs it names become the page's too. */
   noteStylesheet(url: string, css: string): void {
     this.current?.names.stylesheet(css, url);

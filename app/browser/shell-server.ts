@@ -9,18 +9,26 @@
 //                                       page names it (page-names.ts: its tree, or a stylesheet it loaded)
 //   anything else                       a root-relative sub-resource of the page in the frame (Referer / current load)
 //
-// Only requests whose Host header names this listener are answered (no DNS rebinding).
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+// Only requests whose Host header names this listener are answered (no DNS rebinding). The frame's browser uses
+// this server as its proxy for everything else (chromium.ts onlyToFlags), and that is how an image, stylesheet,
+// font or media on another origin reaches the frame: a proxied `GET http://other/...`, or a `CONNECT other:443`
+// that this server answers itself with a certificate of its own (made at start, trusted by the frame's browser by
+// its key alone), fetched by the host only when the page names it as such a sub-resource, never from an address
+// less public than the page's (Private Network Access), never over plain http for an https page.
+import { X509Certificate, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
+import { TLSSocket, createSecureContext, type SecureContext } from 'node:tls';
 
 import { WebSocketServer, type WebSocket } from 'ws';
 
 import { getHeader, parseTarget } from '../../protocol/dhttp';
 import type { BrowserEvent } from '../../protocol/browser/api';
 import { textDecoderFor, textEncoding } from '../../protocol/html-encoding';
+import { HostError } from '../errors';
+import type { FetchOptions } from '../dhttp-host';
 import type { BrowserService } from './service';
 
 export const VIEW_CSP = [
@@ -31,10 +39,11 @@ export const VIEW_CSP = [
   "worker-src 'none'",
   "connect-src 'none'",
   "form-action 'none'",
-  "style-src 'self' 'unsafe-inline' data:",
-  "img-src 'self' data:",
-  "font-src 'self' data:",
-  "media-src 'self' data:",
+  // another origin's images, styles, fonts and media come through this server as the frame's proxy (see above)
+  "style-src 'self' 'unsafe-inline' data: http: https:",
+  "img-src 'self' data: http: https:",
+  "font-src 'self' data: http: https:",
+  "media-src 'self' data: http: https:",
 ].join('; ');
 
 const APP_CSP = (hostPort: string) =>
@@ -62,12 +71,20 @@ export interface ShellServer {
   readonly secret: string;
   /** The URL to open (secret in the fragment, which never leaves the browser). */
   readonly appUrl: string;
+  /**
+   * The certificate this server answers a tunnelled https:// sub-resource with (PEM), and the base64 sha-256 of its
+   * key (Chromium's --ignore-certificate-errors-spki-list): the frame's browser trusts it for those tunnels only;
+   * the host checks the real origin's certificate when it fetches.
+   */
+  readonly tunnelCert: { pem: string; spki: string };
   /** Requests that reached /__catp/canary (tests: anything a page must not be able to make happen). */
   readonly canaryHits: string[];
   /**
    * Requests refused, by reason: WebSocket connections (bad-secret, bad-origin, wrong-host, not-found), requests
    * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin) or
-   * of a URL the page does not name (not-named).
+   * of a URL the page does not name (not-named); a sub-resource on another origin the page does not name as one
+   * (not-named), over http:// for an https:// page (mixed-content), or on a less public address than the page's
+   * (private-network).
    */
   readonly refused: Record<string, number>;
   viewUrl(pageUrl: string): string;
@@ -87,6 +104,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   let port = 0;
   const host = options.unixSocket?.publicHost ?? '127.0.0.1';
   const hostOk = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
+  const count = (reason: string) => (refused[reason] = (refused[reason] ?? 0) + 1);
+  const tunnel = await tunnelCertificate();
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: Error) => {
@@ -97,9 +116,9 @@ export async function startShellServer(service: BrowserService, options: ShellSe
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!hostOk(req)) {
-      // Chromium's proxy is this server (chromium.ts onlyToFlags): a request for anywhere else ends here
-      const reason = /^[a-z][a-z0-9+.-]*:\/\//i.test(req.url ?? '') ? 'proxied' : 'wrong-host';
-      refused[reason] = (refused[reason] ?? 0) + 1;
+      // Chromium's proxy is this server (chromium.ts onlyToFlags): a request for another origin comes here
+      if (/^http:\/\//i.test(req.url ?? '')) return anotherOrigin(req.url ?? '', req, res);
+      count(/^[a-z][a-z0-9+.-]*:\/\//i.test(req.url ?? '') ? 'proxied' : 'wrong-host');
       res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
       return;
     }
@@ -161,17 +180,62 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     if (targetOrigin !== service.currentOrigin) {
       // The frame's own URLs all resolve under the current page's origin; another origin named under /view/ is
       // a page making the host fetch for it (any host and port: request forgery past Chromium's own rules).
-      refused['cross-origin'] = (refused['cross-origin'] ?? 0) + 1;
+      count('cross-origin');
       res.writeHead(403, { 'content-type': 'text/plain' }).end('another origin than the page');
       return;
     }
     if (!service.named(target)) {
       // the page's tree (or a stylesheet it loaded) does not name it: a request the page's markup did not make
-      refused['not-named'] = (refused['not-named'] ?? 0) + 1;
+      count('not-named');
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not named by the page');
       return;
     }
-    const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000 });
+    await fetchFor(target, req, res, {});
+  }
+
+  /**
+   * A sub-resource on another origin than the page's (a proxied http:// request, or a request inside a tunnel
+   * this server answers for an https:// origin): fetched only when the page names it as an image, stylesheet,
+   * font or media, never over http:// for an https:// page, never from a less public address than the page's.
+   */
+  async function anotherOrigin(target: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const refuse = (status: number, reason: string, why: string) => {
+      count(reason);
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(why);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(405, 'proxied', 'GET and HEAD only');
+    const page = service.currentUrl;
+    let pageTarget: ReturnType<typeof parseTarget>;
+    let wanted: ReturnType<typeof parseTarget>;
+    try {
+      if (page === null) return refuse(404, 'not-named', 'no page is shown');
+      pageTarget = parseTarget(page);
+      wanted = parseTarget(target);
+    } catch {
+      return refuse(400, 'proxied', 'bad target');
+    }
+    if (pageTarget.scheme === 'https' && wanted.scheme !== 'https') return refuse(403, 'mixed-content', 'an http:// sub-resource of an https:// page');
+    if (!service.namedSubresource(target)) return refuse(404, 'not-named', 'not named by the page as an image, stylesheet, font or media');
+    let reachFrom: FetchOptions['reachFrom'];
+    try {
+      reachFrom = await service.host.addressSpaceOf(pageTarget.host);
+    } catch {
+      return refuse(502, 'dns', 'the page\'s own host does not resolve');
+    }
+    // A font is fetched in CORS mode: the origin is asked for the page's origin, as Chromium would ask it, and its
+    // answer for that origin is passed on for the frame's (the shell's) origin.
+    const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
+    try {
+      await fetchFor(target, req, res, { reachFrom, ...(corsFrom !== null ? { headers: [['Origin', corsFrom]] } : {}) }, corsFrom);
+    } catch (err) {
+      if (err instanceof HostError && err.code === 'HOST_ERR_PRIVATE_NETWORK') return refuse(403, 'private-network', err.message);
+      throw err;
+    }
+  }
+
+  /** Fetches `target` through the host and answers the frame with it. */
+  async function fetchFor(target: string, req: IncomingMessage, res: ServerResponse, fetchOptions: FetchOptions, corsFrom: string | null = null): Promise<void> {
+    const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000, ...fetchOptions });
     service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
     const r = result.response;
     const type = getHeader(r.headers, 'content-type') ?? '';
@@ -183,8 +247,29 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       // a sub-resource opened on its own (e.g. an SVG) must not run either
       'content-security-policy': VIEW_CSP,
     };
+    const allowed = getHeader(r.headers, 'access-control-allow-origin');
+    if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) {
+      headers['access-control-allow-origin'] = allowed === '*' ? '*' : `http://${host}:${port}`;
+    }
     res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
   }
+
+  // Requests inside the tunnels this server answers for https:// origins (the CONNECT handler below).
+  const tunnelled = new WeakMap<object, string>();
+  const tunnelServer = createServer((req, res) => {
+    const origin = tunnelled.get(req.socket);
+    const done = (err: Error) => {
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end(`catp-browser: ${err.message}`);
+    };
+    // the request's Host must be the origin the tunnel was opened for
+    if (origin === undefined || req.headers.host === undefined || new URL(`https://${req.headers.host}`).origin !== origin || !(req.url ?? '').startsWith('/')) {
+      count('wrong-host');
+      res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
+      return;
+    }
+    anotherOrigin(origin + (req.url ?? '/'), req, res).catch(done);
+  });
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -197,9 +282,28 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   };
 
-  server.on('connect', (_req, socket) => {
-    refused.proxied = (refused.proxied ?? 0) + 1; // a CONNECT through the proxy-to-nowhere (https://, wss://)
-    socket.destroy();
+  server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    // A CONNECT through the proxy (https://, wss://): answered here, with our own certificate, for an origin the
+    // page names a sub-resource on; nothing else is tunnelled anywhere.
+    let origin: string | null = null;
+    try {
+      const u = new URL(`https://${req.url ?? ''}`);
+      if (u.username === '' && u.pathname === '/' && u.search === '') origin = u.origin;
+    } catch {
+      origin = null;
+    }
+    if (origin === null || !service.namesSubresourcesOn(origin)) {
+      count('proxied');
+      socket.destroy();
+      return;
+    }
+    socket.on('error', () => socket.destroy());
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) socket.unshift(head);
+    const tls = new TLSSocket(socket, { isServer: true, secureContext: tunnel.context });
+    tls.on('error', () => tls.destroy());
+    tunnelled.set(tls, origin);
+    tunnelServer.emit('connection', tls);
   });
 
   server.on('upgrade', (req, socket, head) => {
@@ -260,6 +364,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     origin,
     secret,
     appUrl: `${origin}/__catp/app.html#secret=${secret}`,
+    tunnelCert: { pem: tunnel.pem, spki: tunnel.spki },
     canaryHits,
     refused,
     viewUrl: (pageUrl: string) => viewUrlFor(origin, pageUrl),
@@ -267,6 +372,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       for (const ws of sockets) ws.terminate();
       wss.close();
       server.closeAllConnections();
+      tunnelServer.closeAllConnections();
       await new Promise<void>((ok) => server.close(() => ok()));
     },
   };
@@ -280,4 +386,21 @@ export function viewUrlFor(origin: string, pageUrl: string): string {
   } catch {
     return `${origin}/view/invalid/`;
   }
+}
+
+/**
+ * A certificate of this launch's own (a fresh key, valid two days) for the tunnels: the frame's browser trusts its
+ * key by hash, for nothing but the connections it makes through this server as its proxy.
+ */
+async function tunnelCertificate(): Promise<{ pem: string; spki: string; context: SecureContext }> {
+  // selfsigned: an X.509 certificate from a fresh key (Node's crypto makes keys, not certificates)
+  const { generate } = await import('selfsigned');
+  const notAfter = new Date(Date.now() + 2 * 86_400_000);
+  const made = await generate([{ name: 'commonName', value: 'catp-browser shell' }], { algorithm: 'sha256', keySize: 2048, notAfterDate: notAfter });
+  const der = new X509Certificate(made.cert).publicKey.export({ type: 'spki', format: 'der' });
+  return {
+    pem: made.cert,
+    spki: createHash('sha256').update(der).digest('base64'),
+    context: createSecureContext({ key: made.private, cert: made.cert }),
+  };
 }

@@ -112,7 +112,7 @@ export async function startRig(o: RigOptions = {}): Promise<Rig> {
     storeDir: o.storeDir ?? null,
     hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: o.loss ? 8 : 2, maxResends: 8 } },
   });
-  const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900 });
+  const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900, tunnelSpki: session.shell.tunnelCert.spki });
   await session.service.whenReady(20_000);
   const base = `dhttp://127.0.0.1:${relay ? relay.port : server.port}`;
   const rig: Rig = {

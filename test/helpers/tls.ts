@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 import { NGINX, writeNginxServers } from '../../lab/nginx';
 import { freePort, runNginx } from './nginx';
@@ -38,7 +38,10 @@ export function makeCerts(dir: string): void {
 export interface TlsLab {
   /** The CA's PEM file (trust it with CATP_EXTRA_CA_CERTS). */
   caFile: string;
-  ports: Record<'good' | 'expired' | 'wrong' | 'plain', number>;
+  /** `good2`: a second origin with the good certificate (another https:// origin than `good`). */
+  ports: Record<'good' | 'good2' | 'expired' | 'wrong' | 'plain', number>;
+  /** Adds a file to what nginx serves. */
+  write(name: string, body: string | Buffer): void;
   close(): Promise<void>;
 }
 
@@ -47,9 +50,13 @@ export async function startTlsLab(files: Record<string, string | Buffer>): Promi
   const dir = mkdtempSync(join(tmpdir(), 'catp-https-'));
   const root = join(dir, 'www');
   mkdirSync(root, { recursive: true });
-  for (const [name, body] of Object.entries(files)) writeFileSync(join(root, name), body);
+  const write = (name: string, body: string | Buffer) => {
+    mkdirSync(dirname(join(root, name)), { recursive: true });
+    writeFileSync(join(root, name), body);
+  };
+  for (const [name, body] of Object.entries(files)) write(name, body);
   makeCerts(dir);
-  const ports = { good: await freePort(), expired: await freePort(), wrong: await freePort(), plain: await freePort() };
+  const ports = { good: await freePort(), good2: await freePort(), expired: await freePort(), wrong: await freePort(), plain: await freePort() };
   const server = (port: number, cert: string | null) => `
   server {
     listen 127.0.0.1:${port}${cert ? ' ssl' : ''};
@@ -60,11 +67,12 @@ export async function startTlsLab(files: Record<string, string | Buffer>): Promi
     location = /r2 { return 302 /page.html; }
     location = /loop { return 302 /loop; }
   }`;
-  const conf = writeNginxServers(dir, [server(ports.good, 'good'), server(ports.expired, 'expired'), server(ports.wrong, 'wrong'), server(ports.plain, null)].join('\n'));
+  const conf = writeNginxServers(dir, [server(ports.good, 'good'), server(ports.good2, 'good'), server(ports.expired, 'expired'), server(ports.wrong, 'wrong'), server(ports.plain, null)].join('\n'));
   const nginx = await runNginx(dir, conf, ports.plain);
   return {
     caFile: join(dir, 'ca.pem'),
     ports,
+    write,
     close: () => nginx.close(),
   };
 }

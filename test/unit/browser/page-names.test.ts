@@ -24,6 +24,10 @@ const NAMED = ['/dir/s.css', '/dir/p1.png', '/dir/p2.png', '/dir/bg.png', '/dir/
   '/dir/s2.png', '/dir/w,1.png', '/dir/w2.png', '/dir/poster.jpg', '/dir/v.mp4', '/dir/t.vtt', '/dir/svg-img.png', '/dir/sprite.svg',
   '/dir/inline.png', '/dir/text.png', '/up.html', '/dir/button.png', '/dir/page.html'];
 
+/** Named, but not as an image, stylesheet, font or media: another origin never serves these to the frame. */
+const NOT_SUBRESOURCES = ['/up.html', '/dir/page.html'];
+const SUBRESOURCES = NAMED.filter((p) => !NOT_SUBRESOURCES.includes(p));
+
 describe('page names', () => {
   test('srcset candidates, commas inside URLs and descriptors', () => {
     expect(srcsetUrls('a.png 1x, b.png 2x')).toEqual(['a.png', 'b.png']);
@@ -91,6 +95,44 @@ describe('page names', () => {
     expect(whole.allows(at('/dir/not-a-tag.png'))).toBe(false);
     expect(whole.allows(at('/dir/from-script.png'))).toBe(false);
     expect(whole.size).toBe(streamed.size);
+    for (const p of SUBRESOURCES) expect([p, whole.allowsSubresource(at(p)), streamed.allowsSubresource(at(p))]).toEqual([p, true, true]);
+    for (const p of NOT_SUBRESOURCES) expect([p, whole.allowsSubresource(at(p))]).toEqual([p, false]);
+  });
+
+  test('another origin serves only what the page loads as an image, stylesheet, font or media', () => {
+    const n = new PageNames(PAGE);
+    const other = (path: string) => `https://cdn.test${path}`;
+    new HtmlNameScanner(n).write(`<link rel="stylesheet" href="${other('/s.css')}"><link rel="prefetch" href="${other('/prefetch')}">
+<link rel="preconnect" href="${other('/')}"><link rel="manifest" href="${other('/m.json')}"><link rel="Shortcut Icon" href="${other('/fav.ico')}">
+<script src="${other('/x.js')}"></script><iframe src="${other('/frame')}"></iframe><object data="${other('/obj')}"></object>
+<a href="${other('/link')}">a</a><form action="${other('/post')}"></form><img src="${other('/i.png')}" srcset="${other('/i2.png')} 2x">
+<div style="background:url(${other('/bg.png')})"></div><embed src="${other('/embed')}"><area href="${other('/area')}">`, true);
+    for (const p of ['/s.css', '/fav.ico', '/i.png', '/i2.png', '/bg.png']) expect([p, n.allowsSubresource(other(p))]).toEqual([p, true]);
+    for (const p of ['/prefetch', '/', '/m.json', '/x.js', '/frame', '/obj', '/link', '/post', '/embed', '/area']) {
+      expect([p, n.allowsSubresource(other(p))]).toEqual([p, false]);
+    }
+    expect(n.subresourceOrigins()).toEqual(new Set(['https://cdn.test']));
+    // a stylesheet on that origin: what it uses is a sub-resource, relative to the stylesheet
+    n.stylesheet('@font-face { src: url(fonts/f.woff2) }', other('/css/site.css'));
+    expect(n.allowsSubresource(other('/css/fonts/f.woff2'))).toBe(true);
+    // named as a link first, then as an image: the image makes it a sub-resource
+    n.element('a', [{ name: 'href', value: other('/both.png') }]);
+    expect(n.allowsSubresource(other('/both.png'))).toBe(false);
+    n.element('img', [{ name: 'src', value: other('/both.png') }]);
+    expect(n.allowsSubresource(other('/both.png'))).toBe(true);
+  });
+
+  test('an attribute a CATP slot fills later is read with its element\'s tag and rel', () => {
+    const names = new PageNames(PAGE);
+    const rec = new DomOpRecorder(names);
+    rec.reset(false, 'no-quirks');
+    const link = rec.element('link', 'http://www.w3.org/1999/xhtml', [{ name: 'rel', value: 'stylesheet' }]);
+    const a = rec.element('a', 'http://www.w3.org/1999/xhtml', []);
+    rec.setAttrs(link, [{ name: 'rel', value: 'stylesheet' }, { name: 'href', value: 'https://cdn.test/late.css' }]);
+    rec.setAttrs(a, [{ name: 'href', value: 'https://cdn.test/late.html' }]);
+    expect(names.allowsSubresource('https://cdn.test/late.css')).toBe(true);
+    expect(names.allowsSubresource('https://cdn.test/late.html')).toBe(false);
+    expect(names.allows('https://cdn.test/late.html')).toBe(true);
   });
 
   test('a <style> is named as its text arrives, before its end tag', () => {
@@ -114,5 +156,7 @@ describe('page names', () => {
     }
     expect(page.frames.length).toBeGreaterThan(3);
     for (const p of NAMED) expect([p, names.allows(at(p))]).toEqual([p, true]);
+    for (const p of SUBRESOURCES) expect([p, names.allowsSubresource(at(p))]).toEqual([p, true]);
+    for (const p of NOT_SUBRESOURCES) expect([p, names.allowsSubresource(at(p))]).toEqual([p, false]);
   });
 });
