@@ -657,6 +657,19 @@ export class DhttpHost {
     return lane;
   }
 
+  /**
+   * The dhttp:// URL to fetch an http:// URL as, when its server (the same host and port) has answered this host
+   * over DHTTP before; else the URL itself.
+   */
+  overDhttpIfSpoken(url: string): string {
+    const t = parseTarget(url);
+    if (t.scheme !== 'http') return url;
+    for (const lane of this.lanes.values()) {
+      if (lane.speaksDhttp(t.host, t.port)) return `dhttp://${t.host}:${t.port}${t.path}`;
+    }
+    return url;
+  }
+
   /** The address space `host` resolves to (the address later fetches from it connect to). */
   async addressSpaceOf(host: string): Promise<AddressSpace> {
     return addressSpaceOf(await this.resolve(host));

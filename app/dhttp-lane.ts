@@ -102,6 +102,11 @@ export class Lane {
     };
   }
 
+  /** Whether `host`:`port` has answered this lane's client over DHTTP. */
+  speaksDhttp(host: string, port: number): boolean {
+    return this.client.speaksDhttp(host, port);
+  }
+
   /** Frees the sockets; the client's later work (a load settled after the close) goes nowhere. */
   close(): void {
     this.closed = true;

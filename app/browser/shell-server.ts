@@ -28,7 +28,7 @@ import { getHeader, parseTarget } from '../../protocol/dhttp';
 import type { BrowserEvent } from '../../protocol/browser/api';
 import { textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import { HostError } from '../errors';
-import type { FetchOptions } from '../dhttp-host';
+import type { FetchOptions, FetchResult } from '../dhttp-host';
 import type { BrowserService } from './service';
 
 export const VIEW_CSP = [
@@ -87,6 +87,8 @@ export interface ShellServer {
    * (private-network).
    */
   readonly refused: Record<string, number>;
+  /** Sub-resources fetched from other origins than the page's, by the channel that carried them (udp, tcp, http, https). */
+  readonly otherOrigins: Record<string, number>;
   viewUrl(pageUrl: string): string;
   close(): Promise<void>;
 }
@@ -104,6 +106,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   let port = 0;
   const host = options.unixSocket?.publicHost ?? '127.0.0.1';
   const hostOk = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
+  const otherOrigins: Record<string, number> = {};
   const count = (reason: string) => (refused[reason] = (refused[reason] ?? 0) + 1);
   const tunnel = await tunnelCertificate();
 
@@ -226,7 +229,9 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     // answer for that origin is passed on for the frame's (the shell's) origin.
     const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
     try {
-      await fetchFor(target, req, res, { reachFrom, ...(corsFrom !== null ? { headers: [['Origin', corsFrom]] } : {}) }, corsFrom);
+      // over DHTTP where that server speaks it (it answered this host over DHTTP before), else as asked
+      const channel = await fetchFor(target, req, res, { reachFrom, ...(corsFrom !== null ? { headers: [['Origin', corsFrom]] } : {}) }, corsFrom, service.host.overDhttpIfSpoken(target));
+      otherOrigins[channel] = (otherOrigins[channel] ?? 0) + 1;
     } catch (err) {
       if (err instanceof HostError && err.code === 'HOST_ERR_PRIVATE_NETWORK') return refuse(403, 'private-network', err.message);
       throw err;
@@ -234,8 +239,10 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   }
 
   /** Fetches `target` through the host and answers the frame with it. */
-  async function fetchFor(target: string, req: IncomingMessage, res: ServerResponse, fetchOptions: FetchOptions, corsFrom: string | null = null): Promise<void> {
-    const result = await service.host.fetch(target, { timeoutMs: options.resourceTimeoutMs ?? 15_000, ...fetchOptions });
+  async function fetchFor(
+    target: string, req: IncomingMessage, res: ServerResponse, fetchOptions: FetchOptions, corsFrom: string | null = null, fetchAs = target,
+  ): Promise<FetchResult['channel']> {
+    const result = await service.host.fetch(fetchAs, { timeoutMs: options.resourceTimeoutMs ?? 15_000, ...fetchOptions });
     service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
     const r = result.response;
     const type = getHeader(r.headers, 'content-type') ?? '';
@@ -252,6 +259,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       headers['access-control-allow-origin'] = allowed === '*' ? '*' : `http://${host}:${port}`;
     }
     res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
+    return result.channel;
   }
 
   // Requests inside the tunnels this server answers for https:// origins (the CONNECT handler below).
@@ -367,6 +375,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     tunnelCert: { pem: tunnel.pem, spki: tunnel.spki },
     canaryHits,
     refused,
+    otherOrigins,
     viewUrl: (pageUrl: string) => viewUrlFor(origin, pageUrl),
     close: async () => {
       for (const ws of sockets) ws.terminate();

@@ -187,6 +187,15 @@ export class DhttpClient {
     return req.idHex;
   }
 
+  /**
+   * Whether `host`:`port` has answered this client over DHTTP (the one port number serves DHTTP and HTTP/1.1):
+   * an http:// URL there may be fetched as dhttp:// (the DHTTP paper's deployment: a client that knows a server
+   * speaks it uses it).
+   */
+  speaksDhttp(host: string, port: number): boolean {
+    return this.origins.get(`${host}:${port}`)?.knowledge === 'dhttp';
+  }
+
   /** The application gives a streamed request up (stopped, timed out): forget its ID and drop its load. */
   endStream(idHex: string): boolean {
     const req = this.reqs.get(idHex.toLowerCase());

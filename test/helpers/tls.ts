@@ -66,6 +66,7 @@ export async function startTlsLab(files: Record<string, string | Buffer>): Promi
     location = /r1 { return 301 /r2; }
     location = /r2 { return 302 /page.html; }
     location = /loop { return 302 /loop; }
+    location /fonts/cors/ { add_header Access-Control-Allow-Origin *; }
   }`;
   const conf = writeNginxServers(dir, [server(ports.good, 'good'), server(ports.good2, 'good'), server(ports.expired, 'expired'), server(ports.wrong, 'wrong'), server(ports.plain, null)].join('\n'));
   const nginx = await runNginx(dir, conf, ports.plain);
