@@ -27,8 +27,9 @@
  * over the assumed initial RTT.
  *
  * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
- * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), two rounds running, sets the estimate
- * to 0.85 × the round's delivery rate — a competing flow is filling the queue, or we are. A standing queue (two
+ * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), with a queue in sight (the round's
+ * largest RTT above 1.25 × the least + 2 ms + one largest frame's serialization at the estimate), two rounds running, sets the estimate to 0.85 × the round's delivery
+ * rate — a competing flow is filling the queue, or we are. A standing queue (two
  * rounds whose least RTT stood well above the minimum while we sent at the estimate) sets it to what the round
  * drained: the bottleneck's rate now. A stall (nothing acknowledged for a retransmission timeout, at least
  * 200 ms, while data is in flight) shrinks the window to `minWindowFrames` and halves the rate, backing off
@@ -304,6 +305,7 @@ export class RateController {
       this.stallsSeen = k;
     }
     this.sendAt.push(nowMs);
+    if (bytes > this.largestSend) this.largestSend = bytes;
     this.sendCum.push((i > 0 ? this.sendCum[i - 1] : 0) + bytes);
     this.sendSnap.push(this.acks.length - 1);
     if (appLimited) this.appLimitedUntil = i;
@@ -315,6 +317,8 @@ export class RateController {
   }
 
   private stallsSeen = 0;
+  /** The largest send so far, bytes. */
+  private largestSend = 0;
 
   private inflightNow(): number {
     const n = this.sendAt.length;
@@ -410,7 +414,14 @@ export class RateController {
       // the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
       const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
-      const lossy = loss > this.quietLoss + Math.max(this.congestionLoss, noise);
+      // ... and only with a queue in sight: a round whose every RTT stayed near the least lost its frames at
+      // random, whatever the baseline knows yet (in startup it knows nothing: 20% random loss read as congestion
+      // there and cut the estimate by ~0.7 a round, to a tenth of the link in a few rounds, from which probing
+      // took tens of seconds to climb back)
+      // (one frame's serialization at the estimate is allowed on top: a frame larger than the one that set the
+      // least RTT takes that much longer by itself, queue or none)
+      const queueSeen = this.btlBw > 0 && this.roundMaxRtt > this.minRttMs * 1.25 + 2 + this.largestSend / this.btlBw;
+      const lossy = queueSeen && loss > this.quietLoss + Math.max(this.congestionLoss, noise);
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
       const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 && pushing ? sent / interval : Infinity;

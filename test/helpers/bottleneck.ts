@@ -1,8 +1,8 @@
 /**
  * A simulated bottleneck for the sans-IO senders, on a fake clock: the lab's link model (lab/README.md) in a few
  * lines. Down (server → client): random loss at arrival (a lost packet uses no bandwidth), then one FIFO queue
- * serializing at `rate` bytes per ms with a tail-drop bound in bytes, then propagation delay. Up (reports): delay
- * only. The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
+ * serializing at `rate` bytes per ms with a tail-drop bound in bytes, then propagation delay. Up (reports): delay,
+ * and random loss when `upLoss` is given (the lab drops both ways). The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
  */
 import { RawAssembler, RepairSender, CatpAssembler } from '../../protocol/catp';
 import { rng } from './catp-util';
@@ -14,6 +14,8 @@ export interface BottleneckOptions {
   /** tail-drop bound in bytes, the packet being serialized included (default: the lab's, max(15000, 200 ms)) */
   queueBytes?: number;
   loss?: number;
+  /** random loss of the reports (default none) */
+  upLoss?: number;
   seed?: number;
   maxMs?: number;
 }
@@ -72,7 +74,10 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
       client.receive(down[downHead++].bytes, now);
     }
     while (upHead < up.length && up[upHead].at <= now) sender.receiveReport(up[upHead++].bytes, now);
-    for (let rep = client.nextReport(now); rep; rep = client.nextReport(now)) up.push({ at: now + o.delayMs, bytes: rep });
+    for (let rep = client.nextReport(now); rep; rep = client.nextReport(now)) {
+      if (o.upLoss !== undefined && o.upLoss > 0 && r() < o.upLoss) continue;
+      up.push({ at: now + o.delayMs, bytes: rep });
+    }
     for (let e = client.nextEvent(); e; e = client.nextEvent()) {
       if (e.type === 'page-complete' && res.completeAt === null) res.completeAt = now;
     }
