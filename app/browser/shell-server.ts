@@ -244,7 +244,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       return refuse(502, 'dns', 'the page\'s own host does not resolve');
     }
     // A font is fetched in CORS mode: the origin is asked for the page's origin, as Chromium would ask it, and its
-    // answer for that origin is passed on for the frame's (the shell's) origin.
+    // answer for that origin is passed on for the frame's (an opaque origin).
     const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
     try {
       // over DHTTP where that server speaks it (it answered this host over DHTTP before), else as asked
@@ -288,7 +288,13 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.end(`catp-browser: ${err.message}`);
     };
     // the request's Host must be the origin the tunnel was opened for
-    if (origin === undefined || req.headers.host === undefined || new URL(`https://${req.headers.host}`).origin !== origin || !(req.url ?? '').startsWith('/')) {
+    let asked: string | null = null;
+    try {
+      asked = new URL(`https://${req.headers.host ?? ''}`).origin;
+    } catch {
+      asked = null; // a Host that is no host
+    }
+    if (origin === undefined || asked !== origin || !(req.url ?? '').startsWith('/')) {
       count('wrong-host');
       res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
       return;

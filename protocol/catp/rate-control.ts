@@ -28,7 +28,8 @@
  *
  * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
  * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), with a queue in sight (the round's
- * largest RTT above 1.25 × the least + 2 ms + one largest frame's serialization at the estimate), two rounds running, sets the estimate to 0.85 × the round's delivery
+ * largest RTT above 1.25 × the least, or in the upper half of a recent RTT span, by more than 2 ms + one largest
+ * frame's serialization at the estimate), two rounds running, sets the estimate to 0.85 × the round's delivery
  * rate — a competing flow is filling the queue, or we are. A standing queue (two
  * rounds whose least RTT stood well above the minimum while we sent at the estimate) sets it to what the round
  * drained: the bottleneck's rate now. A stall (nothing acknowledged for a retransmission timeout, at least
@@ -418,9 +419,15 @@ export class RateController {
       // random, whatever the baseline knows yet (in startup it knows nothing: 20% random loss read as congestion
       // there and cut the estimate by ~0.7 a round, to a tenth of the link in a few rounds, from which probing
       // took tens of seconds to climb back)
-      // (one frame's serialization at the estimate is allowed on top: a frame larger than the one that set the
-      // least RTT takes that much longer by itself, queue or none)
-      const queueSeen = this.btlBw > 0 && this.roundMaxRtt > this.minRttMs * 1.25 + 2 + this.largestSend / this.btlBw;
+      // A queue is in sight when the round's largest RTT is well above the least, or, where a competing flow's
+      // queue was there before us (it inflates even the least RTT we saw), when the recent RTTs span more than
+      // jitter and this round reached the upper half of the span: drops come when that queue is full. (One
+      // frame's serialization at the estimate is allowed on top of both: a frame larger than the one that set
+      // the least RTT takes that much longer by itself, queue or none.)
+      const slack = this.btlBw > 0 ? 2 + this.largestSend / this.btlBw : Infinity;
+      const recentMax = this.maxRttRecent();
+      const queueSeen = this.roundMaxRtt > this.minRttMs * 1.25 + slack
+        || (recentMax - this.minRttMs > slack && this.roundMaxRtt > (this.minRttMs + recentMax) / 2);
       const lossy = queueSeen && loss > this.quietLoss + Math.max(this.congestionLoss, noise);
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;

@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 
 import { parse, serialize } from 'parse5';
@@ -88,6 +89,26 @@ function connectAnswer(shellPort: number, authority: string): Promise<string> {
     });
     s.on('close', () => ok(got === '' ? 'closed' : got));
     s.on('error', () => undefined);
+  });
+}
+
+/** A request inside a tunnel the shell answers (its own certificate, not checked here): the status line. */
+function throughTunnel(shellPort: number, authority: string, request: string): Promise<string> {
+  return new Promise((ok, fail) => {
+    const s = connect(shellPort, '127.0.0.1', () => s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
+    s.once('data', () => {
+      const t = tlsConnect({ socket: s, rejectUnauthorized: false, servername: 'example.test' }, () => t.write(request));
+      let got = '';
+      t.on('data', (d) => {
+        got += d.toString('latin1');
+        if (got.includes('\r\n')) {
+          ok(got.slice(0, got.indexOf('\r\n')));
+          t.destroy();
+        }
+      });
+      t.on('error', fail);
+    });
+    s.on('error', fail);
   });
 }
 
@@ -214,5 +235,11 @@ maybe('resources from other origins', () => {
     // a tunnel to an origin the page names nothing on is refused; to one it names, answered by the shell itself
     expect(await connectAnswer(shell.port, `127.0.0.1:${lab.ports.expired}`)).toBe('closed');
     expect(await connectAnswer(shell.port, `127.0.0.1:${lab.ports.good2}`)).toBe('HTTP/1.1 200 Connection Established');
+    // inside a tunnel, a request for another host than the tunnel's, or a Host that is no host: refused, and the
+    // shell carries on
+    const authority = `127.0.0.1:${lab.ports.good2}`;
+    expect(await throughTunnel(shell.port, authority, 'GET /dot.png HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n')).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(await throughTunnel(shell.port, authority, 'GET /dot.png HTTP/1.1\r\nHost: [bad host\r\n\r\n')).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(await throughTunnel(shell.port, authority, `GET /dot.png HTTP/1.1\r\nHost: ${authority}\r\n\r\n`)).toBe('HTTP/1.1 200 OK');
   });
 });
