@@ -8,6 +8,10 @@ import { app, BrowserWindow, ipcMain, session as electronSession, type IpcMainEv
 
 import { IPC_COMMAND, IPC_EVENT, type Transport } from '../protocol/browser/api';
 import { startBrowserSession } from '../app/browser/session';
+import { SHELL_DISABLED_FEATURES } from '../app/browser/chromium';
+
+// the page frame in the app page's process, as in the Chromium shells (chromium.ts SHELL_DISABLED_FEATURES)
+app.commandLine.appendSwitch('disable-features', SHELL_DISABLED_FEATURES.join(','));
 
 async function main(): Promise<void> {
   const url = process.argv.slice(2).find((a) => /^[a-z]+:\/\//i.test(a));

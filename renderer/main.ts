@@ -1,12 +1,13 @@
-// The browser's page: address bar, navigation buttons, the page frame, the HUD and the timeline. The page
-// is shown in <iframe sandbox="allow-same-origin"> (no allow-scripts) whose document the host serves with
-// `Content-Security-Policy: script-src 'none'`: nothing in a page ever runs. CATP pages are built from the
-// skeleton the moment it arrives and filled block by block; in-order pages go through the frame's own parser
-// (document.open / write). Every visible update is stamped when painted (meter.ts).
-import type { BrowserEvent, LoadRecord, LoadSavings, Transport, WireFrame } from '../protocol/browser/api';
+// The browser's page: address bar, navigation buttons, the page frame, the HUD and the timeline. The page is shown
+// in <iframe sandbox="allow-scripts"> (no allow-same-origin: an opaque origin, apart from this page and its secret)
+// whose document the host serves with one script, ours (frame-agent.ts, admitted by a nonce; the page's own
+// scripts never run). The agent builds what this page hands it over a MessagePort — CATP's DOM operations the
+// moment they arrive, in-order markup through the frame's own parser — and stamps every visible update when the
+// frame has painted it (meter.ts).
+import type { BrowserEvent, DumpNode, LoadRecord, LoadSavings, Transport, VisibleUpdate, WireFrame } from '../protocol/browser/api';
 import { connectApi } from './api-client';
-import { DomOpApplier } from './dom-ops';
-import { dumpDocument } from './dump';
+import type { DocumentMode } from '../protocol/catp/index-piece';
+import { PORT_MESSAGE, type FrameStats, type FromFrame, type ToFrame } from './frame-protocol';
 import { buildRecord, epochNow, longestGap, networkFloor, PaintClock, round } from './meter';
 import { drawTimeline } from './timeline';
 import { RendererError } from './errors';
@@ -54,10 +55,13 @@ interface LoadState {
   transport: Transport;
   requestAtEpochMs: number;
   viewUrl: string;
+  /** Visible updates: the frame's (stamped by its agent) and this page's own (an error page), in time order. */
+  updates: VisibleUpdate[];
+  /** Stamps this page's own visible updates (the error page). */
   clock: PaintClock;
   arrivals: WireFrame[];
-  /** CATP: applies the host's DOM operations to the page frame, in slices. */
-  applier: DomOpApplier | null;
+  /** CATP: the blocks each dom event filled (shown once the agent has applied it). */
+  domFilled: number[][];
   /** Blocks painted (in order), and the page's block count once the host knows it (else 0). */
   filledBlocks: number[];
   blockCount: number;
@@ -67,9 +71,8 @@ interface LoadState {
   domSent: number[];
   domReceived: number[];
   domApplied: number[];
-  frameReady: boolean;
-  queue: BrowserEvent[];
-  written: boolean;
+  /** The frame's agent has applied and painted everything of this load (after 'finish'). */
+  frameSettled: (() => void) | null;
   finished: boolean;
   hostCompleteAtEpochMs: number | null;
   record: LoadRecord | null;
@@ -97,12 +100,91 @@ let shell: string = kind;
 let cur: LoadState | null = null;
 let lastRecord: LoadRecord | null = null;
 
-function frameDoc(): Document | null {
-  try {
-    return ui.frame.contentDocument;
-  } catch {
-    return null;
+// ---- the page frame's agent --------------------------------------------------------------------------
+
+let framePort: MessagePort | null = null;
+let frameStats: FrameStats | null = null;
+const outbox: ToFrame[] = [];
+let dumpId = 0;
+const dumpWaiters = new Map<number, (tree: DumpNode | null) => void>();
+
+function toFrame(m: ToFrame): void {
+  if (framePort) framePort.postMessage(m);
+  else outbox.push(m);
+}
+
+// The agent says hello when its document starts; it gets a port of its own (a new document: a new agent).
+window.addEventListener('message', (e: MessageEvent) => {
+  const data = e.data as { type?: unknown } | null;
+  if (e.source === null || e.source !== ui.frame.contentWindow || data?.type !== PORT_MESSAGE) return;
+  const ch = new MessageChannel();
+  const port = ch.port1;
+  port.onmessage = (m: MessageEvent) => fromFrame(port, m.data as FromFrame);
+  (e.source as Window).postMessage({ type: PORT_MESSAGE }, '*', [ch.port2]);
+});
+
+/** What the frame says. Untrusted: a page that ran a script there could say anything on this port. */
+function fromFrame(port: MessagePort, m: FromFrame): void {
+  if (typeof m !== 'object' || m === null) return;
+  if (m.t === 'hello') {
+    framePort?.close();
+    framePort = port;
+    for (const q of outbox.splice(0)) port.postMessage(q);
+    frameReadyNow();
+    return;
   }
+  if (port !== framePort) return;
+  if (m.t === 'click') {
+    if (typeof m.href === 'string') followLink(m.href);
+    return;
+  }
+  if (m.t === 'dump') {
+    dumpWaiters.get(m.id)?.(m.tree ?? null);
+    dumpWaiters.delete(m.id);
+    return;
+  }
+  const load = cur;
+  if (!load || m.loadId !== load.loadId || typeof m.loadId !== 'number') return;
+  switch (m.t) {
+    case 'update':
+      if (load.record === null && Number.isFinite(m.update?.atEpochMs)) {
+        load.updates.push({ atEpochMs: m.update.atEpochMs, what: String(m.update.what).slice(0, 40), count: Number(m.update.count) || 0 });
+      }
+      return;
+    case 'dom-applied':
+      if (m.k >= 0 && m.k < load.domApplied.length && Number.isNaN(load.domApplied[m.k])) {
+        load.domApplied[m.k] = m.atEpochMs;
+        load.filledBlocks.push(...(load.domFilled[m.k] ?? []));
+      }
+      return;
+    case 'dom-painted':
+      if (m.k >= 0 && m.k < load.domPainted.length) load.domPainted[m.k] = m.atEpochMs;
+      return;
+    case 'stats':
+      frameStats = m.stats;
+      return;
+    case 'settled':
+      load.frameSettled?.();
+      return;
+    default:
+      return;
+  }
+}
+
+/** The frame's tree, from its agent (null when it does not answer within 10 s). */
+function dumpFrame(mode: DocumentMode | null): Promise<DumpNode | null> {
+  const id = ++dumpId;
+  return new Promise((ok) => {
+    const t = setTimeout(() => {
+      dumpWaiters.delete(id);
+      ok(null);
+    }, 10_000);
+    dumpWaiters.set(id, (tree) => {
+      clearTimeout(t);
+      ok(tree);
+    });
+    toFrame({ t: 'dump', id, mode });
+  });
 }
 
 // ---- links inside the page navigate through the host ---------------------------------------------------
@@ -126,45 +208,25 @@ function pageUrlOf(href: string, base: string): string | null {
   return abs.href;
 }
 
+/** A link the user followed in the page (the agent's absolute URL of it). */
+function followLink(href: string): void {
+  const to = pageUrlOf(href, location.href);
+  if (to === null) return;
+  const here = cur?.url.replace(/#.*$/, '');
+  const hash = /#(.*)$/.exec(to);
+  if (hash && to.replace(/#.*$/, '') === here) {
+    toFrame({ t: 'scroll-to', id: decodeURIComponent(hash[1]!) });
+    return;
+  }
+  api.send({ type: 'navigate', url: to.replace(/#.*$/, ''), transport: ui.transport.value as Transport });
+}
+
 function originOf(url: string): string | null {
   const m = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]*)/i.exec(url);
   return m ? m[1]! : null;
 }
 
-function interceptLinks(doc: Document): void {
-  const onClick = (e: Event) => {
-    const target = e.target as Element | null;
-    const a = target && typeof target.closest === 'function' ? target.closest('a[href], area[href]') : null;
-    if (!a) return;
-    e.preventDefault();
-    e.stopPropagation();
-    if ((e as MouseEvent).button > 0 && e.type === 'click') return;
-    const to = pageUrlOf(a.getAttribute('href') ?? '', doc.baseURI);
-    if (to === null) return;
-    const here = cur?.url.replace(/#.*$/, '');
-    const hash = /#(.*)$/.exec(to);
-    if (hash && to.replace(/#.*$/, '') === here) {
-      doc.getElementById(decodeURIComponent(hash[1]!))?.scrollIntoView();
-      return;
-    }
-    api.send({ type: 'navigate', url: to.replace(/#.*$/, ''), transport: ui.transport.value as Transport });
-  };
-  doc.addEventListener('click', onClick, true);
-  doc.addEventListener('auxclick', onClick, true);
-  doc.addEventListener('submit', (e) => e.preventDefault(), true);
-}
-
 // ---- loads ---------------------------------------------------------------------------------------------
-
-ui.frame.addEventListener('load', () => {
-  const load = cur;
-  if (!load || load.frameReady) return;
-  const doc = frameDoc();
-  if (!doc || !doc.location.pathname.startsWith('/view/')) return;
-  load.frameReady = true;
-  interceptLinks(doc);
-  for (const ev of load.queue.splice(0)) apply(load, ev);
-});
 
 function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
   if (cur && !cur.finished) finish(cur, 'stopped');
@@ -174,18 +236,17 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
     transport: ev.transport,
     requestAtEpochMs: ev.requestAtEpochMs,
     viewUrl: ev.viewUrl,
-    clock: new PaintClock(),
+    updates: [],
+    clock: new PaintClock((u) => load.updates.push(u)),
     arrivals: [],
-    applier: null,
+    domFilled: [],
     filledBlocks: [],
     blockCount: 0,
     domPainted: [],
     domSent: [],
     domReceived: [],
     domApplied: [],
-    frameReady: false,
-    queue: [],
-    written: false,
+    frameSettled: null,
     finished: false,
     hostCompleteAtEpochMs: null,
     record: null,
@@ -201,55 +262,16 @@ function startLoad(ev: Extract<BrowserEvent, { type: 'load-started' }>): void {
   ui.frame.hidden = false;
   ui.status.textContent = `loading ${ev.url}`;
   document.title = `${ev.url} — catp-browser`;
-  const win = ui.frame.contentWindow;
-  const doc = frameDoc();
-  if (win && doc && doc.location.pathname.startsWith('/view/') && doc.readyState === 'complete') {
-    // The frame already holds a view document (same origin, the view's CSP, no scripts): empty it and give it
-    // the page's URL instead of navigating. A navigation costs a fresh document — about 250 ms in a cold
-    // headless Chromium — during which nothing the load brings can be painted.
-    doc.open();
-    doc.close();
-    try {
-      win.history.replaceState(null, '', ev.viewUrl);
-    } catch {
-      // refused: relative sub-resources resolve against the previous view URL's origin path
-    }
-    load.frameReady = true;
-    interceptLinks(doc);
-  } else if (win) win.location.replace(ev.viewUrl);
-  else ui.frame.src = ev.viewUrl;
+  frameStats = null;
+  // the frame keeps its view document: the agent empties it and gives it the page's URL (no navigation)
+  toFrame({ t: 'reset', loadId: ev.loadId, viewUrl: ev.viewUrl });
   render();
 }
 
-function openForWriting(load: LoadState): Document | null {
-  const doc = frameDoc();
-  if (!doc) return null;
-  if (!load.written) {
-    load.written = true;
-    doc.open();
-    // document.open() gives the document the URL of the app page; put the /view/ URL back so the page's
-    // relative URLs still resolve through the host.
-    try {
-      ui.frame.contentWindow?.history.replaceState(null, '', load.viewUrl);
-    } catch {
-      // the frame refused: relative sub-resources resolve against the app page
-    }
-    interceptLinks(doc);
-  }
-  return doc;
-}
-
 function apply(load: LoadState, ev: BrowserEvent): void {
-  if (load.finished && ev.type !== 'complete') return;
-  if (!load.frameReady && (ev.type === 'dom' || ev.type === 'text' || ev.type === 'whole')) {
-    load.queue.push(ev);
-    return;
-  }
+  if (load.finished) return;
   switch (ev.type) {
     case 'dom': {
-      const doc = frameDoc();
-      if (!doc) return;
-      load.applier ??= new DomOpApplier(doc);
       if (ev.blockCount >= 0) load.blockCount = ev.blockCount;
       const { pieces, blocks, filled } = ev;
       const k = load.domPainted.length;
@@ -257,62 +279,36 @@ function apply(load: LoadState, ev: BrowserEvent): void {
       load.domSent.push(typeof ev.atEpochMs === 'number' ? ev.atEpochMs : NaN);
       load.domReceived.push(epochNow());
       load.domApplied.push(NaN);
-      // the visible update is stamped by the paint after the slice that finished these operations
-      load.applier.push(ev.ops, () => {
-        if (load.finished && load.record !== null) return;
-        load.domApplied[k] = epochNow();
-        load.filledBlocks.push(...filled);
-        if (blocks > 0) load.clock.dirty('blocks', blocks);
-        else if (pieces > 0) load.clock.dirty('index', pieces);
-        void load.clock.settled().then(() => {
-          load.domPainted[k] = load.clock.updates.at(-1)?.atEpochMs ?? epochNow();
-        });
-      });
+      load.domFilled.push(filled);
+      // the visible update is stamped by the frame's paint after the slice that finished these operations
+      toFrame({ t: 'ops', loadId: load.loadId, k, ops: ev.ops, what: blocks > 0 ? 'blocks' : 'index', count: blocks > 0 ? blocks : pieces });
       return;
     }
-    case 'text': {
-      const doc = openForWriting(load);
-      if (doc && ev.text.length > 0) {
-        doc.write(ev.text);
-        load.clock.dirty('bytes', ev.text.length);
-      }
+    case 'text':
+      toFrame({ t: 'text', loadId: load.loadId, text: ev.text });
       return;
-    }
-    case 'whole': {
-      showWhole(load, ev);
+    case 'whole':
+      toFrame({ t: 'whole', loadId: load.loadId, html: ev.html, text: ev.text, contentType: ev.contentType });
       return;
-    }
     default:
       return;
   }
 }
 
-function showWhole(load: LoadState, ev: Extract<BrowserEvent, { type: 'whole' }>): void {
-  if (ev.html) {
-    const doc = openForWriting(load);
-    if (!doc) return;
-    doc.write(ev.text);
-    doc.close();
-  } else {
-    const doc = frameDoc();
-    if (!doc) return;
-    const body = doc.body ?? doc.documentElement.appendChild(doc.createElement('body'));
-    while (body.firstChild) body.removeChild(body.firstChild);
-    if (/^image\//i.test(ev.contentType)) {
-      const img = doc.createElement('img');
-      img.src = load.viewUrl.replace(/^.*\/view\//, '/view/');
-      body.appendChild(img);
-    } else if (ev.text !== '' || /^text\//i.test(ev.contentType)) {
-      const pre = doc.createElement('pre');
-      pre.textContent = ev.text;
-      body.appendChild(pre);
-    } else {
-      const p = doc.createElement('p');
-      p.textContent = `${ev.contentType} (not shown)`;
-      body.appendChild(p);
-    }
-  }
-  load.clock.dirty('whole');
+/** Resolves when the frame's agent has applied and painted all of the load (or after `ms`: a frame that died). */
+function frameSettled(load: LoadState, complete: boolean, ms: number): Promise<void> {
+  return new Promise((ok) => {
+    const t = setTimeout(() => {
+      load.frameSettled = null;
+      ok();
+    }, ms);
+    load.frameSettled = () => {
+      clearTimeout(t);
+      load.frameSettled = null;
+      ok();
+    };
+    toFrame({ t: 'finish', loadId: load.loadId, complete });
+  });
 }
 
 function showError(load: LoadState, code: string, message: string, url: string): void {
@@ -326,17 +322,17 @@ function showError(load: LoadState, code: string, message: string, url: string):
 async function finish(load: LoadState, outcome: LoadRecord['outcome'], error?: string): Promise<void> {
   if (load.finished) return;
   load.finished = true;
-  if (outcome === 'complete' && load.written) frameDoc()?.close();
   // what is still queued goes in now: the load is over
-  if (outcome === 'complete' && load.applier && !load.applier.idle) load.applier.flush();
-  if (outcome !== 'stopped') await load.clock.settled();
+  const settled = frameSettled(load, outcome === 'complete', 10_000);
+  if (outcome !== 'stopped') await Promise.all([settled, load.clock.settled()]);
+  load.updates.sort((a, b) => a.atEpochMs - b.atEpochMs);
   const record = buildRecord({
     version: 1,
     url: load.url,
     transport: load.transport,
     loadId: load.loadId,
     requestAtEpochMs: load.requestAtEpochMs,
-    updates: load.clock.updates.slice(),
+    updates: load.updates.slice(),
     arrivals: load.arrivals.slice(),
     hostCompleteMs: load.hostCompleteAtEpochMs === null ? null : round(load.hostCompleteAtEpochMs - load.requestAtEpochMs),
     outcome,
@@ -377,9 +373,12 @@ api.onEvent((ev) => {
       startLoad(ev);
       return;
     case 'dump-request': {
-      const doc = frameDoc();
-      const tree = doc && cur ? dumpDocument(doc, cur.applier?.mode) : null;
-      api.send({ type: 'dump-tree', requestId: ev.requestId, tree });
+      if (!cur) {
+        api.send({ type: 'dump-tree', requestId: ev.requestId, tree: null });
+        return;
+      }
+      const requestId = ev.requestId;
+      void dumpFrame(null).then((tree) => api.send({ type: 'dump-tree', requestId, tree }));
       return;
     }
     case 'record-saved':
@@ -404,17 +403,8 @@ api.onEvent((ev) => {
       render();
       return;
     case 'complete':
+      // (what the frame has not taken yet waits in the outbox, in order, ahead of the 'finish')
       load.hostCompleteAtEpochMs = ev.atEpochMs;
-      if (!load.frameReady) {
-        // whatever is queued is applied when the frame is ready; finish after that
-        const wait = setInterval(() => {
-          if (load.frameReady || cur !== load) {
-            clearInterval(wait);
-            void finish(load, 'complete');
-          }
-        }, 10);
-        return;
-      }
       void finish(load, 'complete');
       return;
     case 'error':
@@ -442,7 +432,7 @@ function render(): void {
   h.missing.textContent = String(last?.missing ?? 0);
   h.repaired.textContent = String(last?.repaired ?? 0);
   h.elapsed.textContent = `${(now - load.requestAtEpochMs).toFixed(0)} ms`;
-  const updates = load.clock.updates;
+  const updates = load.updates;
   const lastUpdate = updates.length ? updates[updates.length - 1]!.atEpochMs : load.requestAtEpochMs;
   let silent;
   if (load.record) {
@@ -494,7 +484,7 @@ function formatBytes(n: number): string {
 function lastTime(load: LoadState): number {
   let t = load.requestAtEpochMs;
   for (const f of load.arrivals) if (f.atEpochMs > t) t = f.atEpochMs;
-  for (const u of load.clock.updates) if (u.atEpochMs > t) t = u.atEpochMs;
+  for (const u of load.updates) if (u.atEpochMs > t) t = u.atEpochMs;
   return t;
 }
 
@@ -525,7 +515,7 @@ ui.save.addEventListener('click', () => {
   else ui.status.textContent = 'no finished load to save yet';
 });
 
-// What tests and tools read (the app page's own window; the page frame cannot reach it: no scripts run there).
+// What tests and tools read (the app page's own window; the page frame, another origin, cannot reach it).
 const probe = {
   state() {
     const load = cur;
@@ -535,15 +525,16 @@ const probe = {
           url: load.url,
           transport: load.transport,
           finished: load.record !== null,
-          frameReady: load.frameReady,
+          frameReady: framePort !== null,
           filledBlocks: load.filledBlocks.slice(),
           blockCount: load.blockCount,
-          missingSlots: load.applier?.placeholders ?? 0,
-          fallbacks: load.applier?.fallbacks ?? 0,
-          badOps: load.applier?.bad ?? 0,
-          longestSliceMs: load.applier?.longestSliceMs ?? 0,
+          missingSlots: frameStats?.placeholders ?? 0,
+          fallbacks: frameStats?.fallbacks ?? 0,
+          badOps: frameStats?.bad ?? 0,
+          longestSliceMs: frameStats?.longestSliceMs ?? 0,
+          frameHeight: frameStats?.height ?? null,
           arrivals: load.arrivals.length,
-          updates: load.clock.updates.length,
+          updates: load.updates.length,
           record: load.record,
           hudSilent: ui.hud.silent.textContent,
           hudReuse: ui.hud.reuse.textContent,
@@ -555,19 +546,12 @@ const probe = {
 };
 (window as unknown as { __catp: typeof probe }).__catp = probe;
 
-// Ready once the page frame holds its (empty) view document, so that the first load paints into it at once; a
-// frame that never loads does not hold the window back for more than two seconds.
-{
-  let sent = false;
-  const ready = () => {
-    if (sent) return;
-    sent = true;
-    api.send({ type: 'ready' });
-  };
-  const doc = frameDoc();
-  if (doc && doc.location.pathname.startsWith('/view/') && doc.readyState === 'complete') ready();
-  else {
-    ui.frame.addEventListener('load', ready, { once: true });
-    setTimeout(ready, 2000);
-  }
+// Ready once the page frame's agent has said hello, so that the first load paints into it at once; a frame that
+// never answers does not hold the window back for more than two seconds.
+let readySent = false;
+function frameReadyNow(): void {
+  if (readySent) return;
+  readySent = true;
+  api.send({ type: 'ready' });
 }
+setTimeout(frameReadyNow, 2000);

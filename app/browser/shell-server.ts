@@ -3,8 +3,11 @@
 //
 //   /__catp/app.html, app.js, app.css   the renderer (bundled by esbuild into dist/renderer)
 //   /__catp/ws                          the API; the secret rides in the subprotocol list, Origin must be ours
-//   /view/<encoded origin>/<path>       the page frame: an empty document (Sec-Fetch-Dest iframe) with
-//                                       `script-src 'none'`, whose tree the renderer replaces; any other request
+//   /__catp/frame.js                    the page frame's agent (renderer/frame-agent.ts)
+//   /view/<encoded origin>/<path>       the page frame: an empty document (Sec-Fetch-Dest iframe) whose one script
+//                                       is our agent (a nonce per document; the page's scripts never run), which
+//                                       builds the page the renderer hands it; the frame is sandboxed without
+//                                       allow-same-origin (an opaque origin, apart from the app); any other request
 //                                       under it is a sub-resource, fetched over DHTTP through the host when the
 //                                       page names it (page-names.ts: its tree, or a stylesheet it loaded)
 //   anything else                       a root-relative sub-resource of the page in the frame (Referer / current load)
@@ -49,7 +52,17 @@ export const VIEW_CSP = [
 const APP_CSP = (hostPort: string) =>
   `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'`;
 
-const EMPTY_VIEW = '<!DOCTYPE html><html><head></head><body></body></html>';
+/**
+ * The page frame's document: our agent and nothing else. Its policy is VIEW_CSP's with one script admitted, by a
+ * nonce made for this document (the page cannot guess it, and Chromium hides it from the page's CSS and DOM).
+ */
+function viewDocument(): { html: string; csp: string } {
+  const nonce = randomBytes(18).toString('base64');
+  return {
+    html: `<!DOCTYPE html><html><head><script src="/__catp/frame.js" nonce="${nonce}"></script></head><body></body></html>`,
+    csp: VIEW_CSP.replace("script-src 'none'", `script-src 'nonce-${nonce}'`),
+  };
+}
 
 export interface ShellServerOptions {
   /** Where app.html / app.js / app.css are (dist/renderer). */
@@ -101,6 +114,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     '/__catp/app.html': ['index.html', 'text/html; charset=utf-8'],
     '/__catp/app.js': ['app.js', 'text/javascript; charset=utf-8'],
     '/__catp/app.js.map': ['app.js.map', 'application/json'],
+    '/__catp/frame.js': ['frame.js', 'text/javascript; charset=utf-8'],
+    '/__catp/frame.js.map': ['frame.js.map', 'application/json'],
     '/__catp/app.css': ['app.css', 'text/css; charset=utf-8'],
   };
   let port = 0;
@@ -151,12 +166,13 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     const dest = req.headers['sec-fetch-dest'];
     const view = /^\/view\/([^/]+)(\/.*)?$/.exec(req.url ?? '');
     if (view && (dest === 'iframe' || dest === 'document' || dest === 'frame')) {
+      const { html, csp } = viewDocument();
       res.writeHead(200, {
         'content-type': 'text/html; charset=utf-8',
-        'content-security-policy': VIEW_CSP,
+        'content-security-policy': csp,
         'cache-control': 'no-store',
         'x-content-type-options': 'nosniff',
-      }).end(EMPTY_VIEW);
+      }).end(html);
       return;
     }
     let target: string | null = null;
@@ -193,7 +209,9 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not named by the page');
       return;
     }
-    await fetchFor(target, req, res, {});
+    // the page's own sub-resource (same-origin for a browser showing the page itself): readable by the frame,
+    // whose origin is opaque, as a font or a crossorigin image must be
+    await fetchFor(target, req, res, {}, '*');
   }
 
   /**
@@ -226,7 +244,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       return refuse(502, 'dns', 'the page\'s own host does not resolve');
     }
     // A font is fetched in CORS mode: the origin is asked for the page's origin, as Chromium would ask it, and its
-    // answer for that origin is passed on for the frame's (the shell's) origin.
+    // answer for that origin is passed on for the frame's (an opaque origin).
     const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
     try {
       // over DHTTP where that server speaks it (it answered this host over DHTTP before), else as asked
@@ -254,10 +272,9 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       // a sub-resource opened on its own (e.g. an SVG) must not run either
       'content-security-policy': VIEW_CSP,
     };
-    const allowed = getHeader(r.headers, 'access-control-allow-origin');
-    if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) {
-      headers['access-control-allow-origin'] = allowed === '*' ? '*' : `http://${host}:${port}`;
-    }
+    // the frame's origin is opaque ("null"): an answer that allows the page's origin (or any) allows the frame
+    const allowed = corsFrom === '*' ? '*' : getHeader(r.headers, 'access-control-allow-origin');
+    if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) headers['access-control-allow-origin'] = '*';
     res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
     return result.channel;
   }

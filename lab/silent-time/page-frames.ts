@@ -90,12 +90,15 @@ export async function fitPageArea(page: Page, size: { width: number; height: num
   return area;
 }
 
-/** The document height of the page shown in the page area's iframe, or null (no page, or not readable). */
+/**
+ * The document height of the page shown in the page area's iframe, or null (no page, or not readable). The frame is
+ * another origin than the app page: its agent reports its height to the app (the probe's frameHeight).
+ */
 async function contentHeight(page: Page, selector: string): Promise<number | null> {
   const h = (await page.evaluate(`(() => {
     const f = document.querySelector(${JSON.stringify(selector)} + ' iframe');
-    const d = f && f.contentDocument;
-    return d && d.documentElement ? d.documentElement.scrollHeight : null;
+    const s = f && window.__catp && window.__catp.state();
+    return s ? s.frameHeight : null;
   })()`)) as number | null;
   return typeof h === 'number' && Number.isFinite(h) ? h : null;
 }

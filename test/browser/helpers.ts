@@ -41,6 +41,7 @@ export async function buildRenderer(): Promise<string> {
   const out = mkdtempSync(join(tmpdir(), 'catp-renderer-'));
   await build({ entryPoints: [join(ROOT, 'renderer', 'main.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'app.js'), logLevel: 'warning' });
   await build({ entryPoints: [join(ROOT, 'renderer', 'demo.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'demo.js'), logLevel: 'warning' });
+  await build({ entryPoints: [join(ROOT, 'renderer', 'frame-agent.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'frame.js'), logLevel: 'warning' });
   for (const f of ['index.html', 'app.css', 'demo.html', 'demo.css']) cpSync(join(ROOT, 'renderer', f), join(out, f));
   rendererBuilt = out;
   return out;

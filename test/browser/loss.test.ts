@@ -12,8 +12,7 @@ jest.setTimeout(120_000);
 // Blocks are numbered in document order; a placeholder (<catp-missing>) stands for content still to come.
 const PROBE = `(() => {
   const s = window.__catp.state();
-  const doc = document.getElementById('page').contentDocument;
-  return { filled: s.filledBlocks, placeholders: doc.querySelectorAll('catp-missing').length, finished: s.finished, blockCount: s.blockCount };
+  return { filled: s.filledBlocks, finished: s.finished, blockCount: s.blockCount };
 })()`;
 
 maybe('loading under loss', () => {
@@ -53,7 +52,9 @@ maybe('loading under loss', () => {
     let finished = false;
     void done.then(() => (finished = true), () => (finished = true));
     while (!finished) {
-      const p = (await rig.page.evaluate(PROBE)) as { filled: number[]; placeholders: number; finished: boolean };
+      const state = (await rig.page.evaluate(PROBE)) as { filled: number[]; finished: boolean };
+      // (the frame is another origin: its document is read through the browser's own frame API)
+      const p = { ...state, placeholders: await rig.page.frameLocator('#page').locator('catp-missing').count() };
       // a later block painted while an earlier one is still missing (and shown as missing)
       const later = p.placeholders > 0 ? p.filled.find((b) => Array.from({ length: b }, (_, a) => a).some((a) => !p.filled.includes(a))) : undefined;
       if (later !== undefined && !p.finished && !seen) {

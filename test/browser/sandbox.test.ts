@@ -1,6 +1,8 @@
 // A page whose HTML carries <script>, inline event handlers (onload, onclick, onerror on img), a javascript:
 // link, an SVG script and an iframe srcdoc script runs NONE of them, whichever transport painted it: each
-// would set a global in the app or the frame, change the DOM, or request the host's canary endpoint.
+// would set a global in the app or the frame, change the DOM, or request the host's canary endpoint. The frame is
+// another origin than the app page (sandboxed without allow-same-origin): a script that did run there reaches
+// neither the app page, its secret nor its API.
 import { join } from 'node:path';
 
 import { chromiumPresent, parse5Of, startRig, type Rig } from './helpers';
@@ -20,11 +22,10 @@ const EVIL = `<!DOCTYPE html><html><head><title>evil</title>
 <div id="late"></div><script>document.getElementById('late').textContent = 'ran'</script>
 </body></html>`;
 
-const GLOBALS = `(() => {
-  const f = document.getElementById('page');
-  return { app: window.pwned ?? null, frame: f.contentWindow.pwned ?? null, title: f.contentDocument.title,
-    p: f.contentDocument.getElementById('p').textContent, late: f.contentDocument.getElementById('late').textContent };
-})()`;
+// read in the app page, and in the frame (another origin: through the browser's own frame API)
+const APP_GLOBALS = `(() => ({ app: window.pwned ?? null }))()`;
+const FRAME_GLOBALS = `(() => ({ frame: window.pwned ?? null, title: document.title, p: document.getElementById('p').textContent,
+  late: document.getElementById('late').textContent, agent: [...document.scripts].some((s) => s.src.includes('/__catp/')) }))()`;
 
 maybe('no page script runs', () => {
   let rig: Rig;
@@ -45,10 +46,39 @@ maybe('no page script runs', () => {
     await frame.locator('#js').click();
     await frame.locator('#i').click();
     await rig.page.waitForTimeout(300);
-    expect(await rig.page.evaluate(GLOBALS)).toEqual({ app: null, frame: null, title: 'evil', p: 'click me', late: '' });
+    expect(await rig.page.evaluate(APP_GLOBALS)).toEqual({ app: null });
+    const view = rig.page.frames().find((f) => f.url().includes('/view/'));
+    // (the page's own <script> elements stay in its tree, inert; our agent's removed itself)
+    expect(await view?.evaluate(FRAME_GLOBALS)).toEqual({ frame: null, title: 'evil', p: 'click me', late: '', agent: false });
     expect(rig.session.shell.canaryHits).toEqual([]);
     // the javascript: link did not navigate anywhere
     expect((await rig.state()).url).toBe(url);
     if (transport === 'catp') expect(await rig.dump()).toBe(parse5Of(join(rig.root, 'evil.html')));
+  });
+
+  test('a script that did run in the frame (as if the sandbox had failed) reaches neither the app page, its secret nor its API', async () => {
+    await rig.load('evil.html', 'catp');
+    const view = rig.page.frames().find((f) => f.url().includes('/view/'));
+    expect(view).toBeDefined();
+    // run in the frame's own world, as a page script would be
+    const reach = await view!.evaluate(`(() => {
+      const tryIt = (f) => { try { return f(); } catch (e) { return 'refused: ' + e.name; } };
+      return {
+        origin: self.origin,
+        appUrl: tryIt(() => parent.location.href),
+        appDocument: tryIt(() => parent.document.title),
+        appApi: tryIt(() => typeof parent.catp + ' ' + typeof parent.__catp),
+        storage: tryIt(() => sessionStorage.getItem('catp-secret')),
+      };
+    })()`);
+    expect(reach).toEqual({
+      origin: 'null',
+      appUrl: 'refused: SecurityError',
+      appDocument: 'refused: SecurityError',
+      appApi: 'refused: SecurityError',
+      storage: 'refused: SecurityError',
+    });
+    // the app page itself still has its secret (the WebSocket works): the page above could not read it
+    expect(await rig.page.evaluate(`sessionStorage.getItem('catp-secret')`)).toBe(rig.session.shell.secret);
   });
 });

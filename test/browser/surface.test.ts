@@ -67,7 +67,14 @@ describe('the WebSocket transport', () => {
     expect(ok.status).toBe(200);
     expect(ok.headers.get('content-security-policy')).toContain("script-src 'self'");
     const view = await fetch(`${shell.origin}/view/x/y.html`, { headers: { 'sec-fetch-dest': 'iframe' } });
-    expect(view.headers.get('content-security-policy')).toContain("script-src 'none'");
+    // the frame's document admits one script, our agent, by a nonce made for that document alone
+    const csp = view.headers.get('content-security-policy') ?? '';
+    const nonce = /script-src 'nonce-([A-Za-z0-9+/=]+)'/.exec(csp)?.[1];
+    expect(nonce).toBeDefined();
+    expect(csp).not.toMatch(/unsafe-inline[^;]*;.*script|script-src[^;]*unsafe/);
+    expect(await view.text()).toBe(`<!DOCTYPE html><html><head><script src="/__catp/frame.js" nonce="${nonce}"></script></head><body></body></html>`);
+    const again = await fetch(`${shell.origin}/view/x/y.html`, { headers: { 'sec-fetch-dest': 'iframe' } });
+    expect(again.headers.get('content-security-policy')).not.toContain(`'nonce-${nonce}'`);
   });
 
   test('isCommand gates commands by shape', () => {
