@@ -8,10 +8,6 @@ import { app, BrowserWindow, ipcMain, session as electronSession, type IpcMainEv
 
 import { IPC_COMMAND, IPC_EVENT, type Transport } from '../protocol/browser/api';
 import { startBrowserSession } from '../app/browser/session';
-import { SHELL_DISABLED_FEATURES } from '../app/browser/chromium';
-
-// the page frame in the app page's process, as in the Chromium shells (chromium.ts SHELL_DISABLED_FEATURES)
-app.commandLine.appendSwitch('disable-features', SHELL_DISABLED_FEATURES.join(','));
 
 async function main(): Promise<void> {
   const url = process.argv.slice(2).find((a) => /^[a-z]+:\/\//i.test(a));
@@ -30,7 +26,8 @@ async function main(): Promise<void> {
   // and the window connects nowhere else: everything but the shell goes to the shell as a proxy, which refuses
   // (the Chromium shells' onlyToFlags, as a session setting)
   const shellHost = new URL(browser.shell.origin).host;
-  await electronSession.defaultSession.setProxy({ proxyRules: `http://${shellHost}`, proxyBypassRules: `<-loopback>;${shellHost}` });
+  const frameHost = new URL(browser.shell.frameOrigin).host;
+  await electronSession.defaultSession.setProxy({ proxyRules: `http://${shellHost}`, proxyBypassRules: `<-loopback>;${shellHost};${frameHost}` });
   // the shell answers the https:// tunnels it carries with its own certificate (another origin's images, styles
   // and fonts; the host checks the real certificate): trusted for that certificate only, Chromium decides the rest
   const tunnelPem = browser.shell.tunnelCert.pem.trim();

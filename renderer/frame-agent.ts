@@ -1,27 +1,37 @@
-// The page frame's agent: the one script that runs in the page frame (its CSP admits this script by a nonce made for
-// each frame document; the page's own scripts, handlers and javascript: URLs stay blocked). The frame is sandboxed
-// without allow-same-origin, so it has an opaque origin of its own, apart from the app page and its secret. The
-// agent builds the page the app hands it over a MessagePort — CATP's DOM operations in slices, in-order markup
-// through the document's own parser, a whole answer — and stamps each visible update after the frame that painted
-// it, in the frame's own renderer (which may be a process of its own).
+// The agent frame's script: the one script that runs on the frame origin (its CSP admits it by a nonce made for
+// each agent document). The frame origin is another origin than the app page's, so neither the agent nor the page
+// reaches the app page, its secret or its API. The page itself is shown in the page frame inside this one:
+// sandboxed without scripts (the page's <script>s are inert to its parser, as in parse5's scripting-disabled
+// trees) and with allow-same-origin, so that the agent — same origin — builds it: CATP's DOM operations in slices,
+// in-order markup through the page frame's own parser (document.open / write), a whole answer. The agent takes
+// what to show from the app over a MessagePort and stamps each visible update after the frame that painted it.
 import type { DumpNode } from '../protocol/browser/api';
 import { DomOpApplier } from './dom-ops';
 import { dumpDocument } from './dump';
 import { PORT_MESSAGE, type FromFrame, type ToFrame } from './frame-protocol';
 import { epochNow, PaintClock } from './meter';
 
-document.currentScript?.remove();
-
+const frame = document.getElementById('page') as HTMLIFrameElement;
 let port: MessagePort | null = null;
 let loadId = -1;
-let viewUrl = location.href;
+let viewUrl = '';
 let applier: DomOpApplier | null = null;
 let written = false;
 let clock = new PaintClock();
 
 const post = (m: FromFrame) => port?.postMessage(m);
 
+/** The page frame's document (null while it navigates). */
+function pageDoc(): Document | null {
+  try {
+    return frame.contentDocument;
+  } catch {
+    return null;
+  }
+}
+
 function stats(): void {
+  const doc = pageDoc();
   post({
     t: 'stats',
     loadId,
@@ -30,13 +40,13 @@ function stats(): void {
       fallbacks: applier?.fallbacks ?? 0,
       bad: applier?.bad ?? 0,
       longestSliceMs: applier?.longestSliceMs ?? 0,
-      height: document.documentElement?.scrollHeight ?? 0,
+      height: doc?.documentElement?.scrollHeight ?? 0,
     },
   });
 }
 
 /** Links navigate through the app (as a user's click would); a form submits nowhere. */
-function interceptLinks(): void {
+function interceptLinks(doc: Document): void {
   const onClick = (e: Event) => {
     const target = e.target as Element | null;
     const a = target && typeof target.closest === 'function' ? target.closest('a[href], area[href]') : null;
@@ -48,32 +58,36 @@ function interceptLinks(): void {
     if (/^\s*javascript:/i.test(href)) return;
     let abs: URL;
     try {
-      abs = new URL(href, document.baseURI);
+      abs = new URL(href, doc.baseURI);
     } catch {
       return;
     }
     if (abs.protocol === 'javascript:') return;
     post({ t: 'click', href: abs.href });
   };
-  document.addEventListener('click', onClick, true);
-  document.addEventListener('auxclick', onClick, true);
-  document.addEventListener('submit', (e) => e.preventDefault(), true);
+  doc.addEventListener('click', onClick, true);
+  doc.addEventListener('auxclick', onClick, true);
+  doc.addEventListener('submit', (e) => e.preventDefault(), true);
 }
 
-/** document.open() empties the document and forgets its listeners (and the window's): the page's URL goes back. */
-function reopen(): void {
-  document.open();
+/**
+ * document.open() empties the page frame's document, forgets its listeners and gives it this document's URL: the
+ * page's /view/ URL goes back, so that its relative URLs resolve through the host.
+ */
+function reopen(doc: Document): void {
+  doc.open();
   try {
-    history.replaceState(null, '', viewUrl);
+    frame.contentWindow?.history.replaceState(null, '', viewUrl);
   } catch {
     // refused: relative sub-resources resolve against the previous view URL
   }
-  interceptLinks();
-  listenForPort();
+  interceptLinks(doc);
 }
 
 function handle(m: ToFrame): void {
   if ('loadId' in m && m.t !== 'reset' && m.loadId !== loadId) return;
+  const doc = pageDoc();
+  if (doc === null) return;
   switch (m.t) {
     case 'reset': {
       loadId = m.loadId;
@@ -82,12 +96,12 @@ function handle(m: ToFrame): void {
       written = false;
       const id = m.loadId;
       clock = new PaintClock((u) => post({ t: 'update', loadId: id, update: u }));
-      reopen();
-      document.close();
+      reopen(doc);
+      doc.close();
       return;
     }
     case 'ops': {
-      const a = (applier ??= new DomOpApplier(document));
+      const a = (applier ??= new DomOpApplier(doc));
       const { k, what, count } = m;
       const id = loadId;
       a.push(m.ops, () => {
@@ -102,18 +116,18 @@ function handle(m: ToFrame): void {
     case 'text':
       if (!written) {
         written = true;
-        reopen();
+        reopen(doc);
       }
       if (m.text.length > 0) {
-        document.write(m.text);
+        doc.write(m.text);
         clock.dirty('bytes', m.text.length);
       }
       return;
     case 'whole':
-      showWhole(m);
+      showWhole(doc, m);
       return;
     case 'finish': {
-      if (m.complete && written) document.close();
+      if (m.complete && written) doc.close();
       if (m.complete && applier && !applier.idle) applier.flush();
       const id = loadId;
       void clock.settled().then(() => {
@@ -125,7 +139,7 @@ function handle(m: ToFrame): void {
     case 'dump': {
       let tree: DumpNode | null = null;
       try {
-        tree = dumpDocument(document, m.mode ?? applier?.mode);
+        tree = dumpDocument(doc, m.mode ?? applier?.mode);
       } catch {
         tree = null;
       }
@@ -133,34 +147,35 @@ function handle(m: ToFrame): void {
       return;
     }
     case 'scroll-to':
-      document.getElementById(m.id)?.scrollIntoView();
+      doc.getElementById(m.id)?.scrollIntoView();
       return;
     default:
       return;
   }
 }
 
-function showWhole(m: Extract<ToFrame, { t: 'whole' }>): void {
+function showWhole(doc: Document, m: Extract<ToFrame, { t: 'whole' }>): void {
   if (m.html) {
     if (!written) {
       written = true;
-      reopen();
+      reopen(doc);
     }
-    document.write(m.text);
-    document.close();
+    doc.write(m.text);
+    doc.close();
   } else {
-    const body = document.body ?? document.documentElement.appendChild(document.createElement('body'));
+    const body = doc.body ?? doc.documentElement.appendChild(doc.createElement('body'));
     while (body.firstChild) body.removeChild(body.firstChild);
     if (/^image\//i.test(m.contentType)) {
-      const img = document.createElement('img');
-      img.src = new URL(viewUrl).pathname + new URL(viewUrl).search;
+      const img = doc.createElement('img');
+      const u = new URL(viewUrl);
+      img.src = u.pathname + u.search;
       body.appendChild(img);
     } else if (m.text !== '' || /^text\//i.test(m.contentType)) {
-      const pre = document.createElement('pre');
+      const pre = doc.createElement('pre');
       pre.textContent = m.text;
       body.appendChild(pre);
     } else {
-      const p = document.createElement('p');
+      const p = doc.createElement('p');
       p.textContent = `${m.contentType} (not shown)`;
       body.appendChild(p);
     }
@@ -168,17 +183,22 @@ function showWhole(m: Extract<ToFrame, { t: 'whole' }>): void {
   clock.dirty('whole');
 }
 
-/** The app hands its port over once, in answer to our hello; only our parent may. */
-function listenForPort(): void {
-  window.addEventListener('message', (e: MessageEvent) => {
-    const data = e.data as { type?: unknown } | null;
-    if (port !== null || e.source !== window.parent || data?.type !== PORT_MESSAGE || e.ports.length !== 1) return;
-    port = e.ports[0]!;
-    port.onmessage = (msg: MessageEvent) => handle(msg.data as ToFrame);
-    post({ t: 'hello' });
-  });
-}
+// The app hands its port over once, in answer to our hello; only our parent may.
+window.addEventListener('message', (e: MessageEvent) => {
+  const data = e.data as { type?: unknown } | null;
+  if (port !== null || e.source !== window.parent || data?.type !== PORT_MESSAGE || e.ports.length !== 1) return;
+  port = e.ports[0]!;
+  port.onmessage = (msg: MessageEvent) => handle(msg.data as ToFrame);
+  post({ t: 'hello' });
+});
 
-listenForPort();
-interceptLinks();
-window.parent.postMessage({ type: PORT_MESSAGE }, '*');
+// Hello once the page frame holds its (empty) view document, so that the first load is written into it.
+function helloWhenReady(): void {
+  const doc = pageDoc();
+  if (doc && doc.location.pathname.startsWith('/view/') && doc.readyState === 'complete') {
+    window.parent.postMessage({ type: PORT_MESSAGE }, '*');
+    return;
+  }
+  frame.addEventListener('load', helloWhenReady, { once: true });
+}
+helloWhenReady();

@@ -1,9 +1,9 @@
 // The browser's page: address bar, navigation buttons, the page frame, the HUD and the timeline. The page is shown
-// in <iframe sandbox="allow-scripts"> (no allow-same-origin: an opaque origin, apart from this page and its secret)
-// whose document the host serves with one script, ours (frame-agent.ts, admitted by a nonce; the page's own
-// scripts never run). The agent builds what this page hands it over a MessagePort — CATP's DOM operations the
-// moment they arrive, in-order markup through the frame's own parser — and stamps every visible update when the
-// frame has painted it (meter.ts).
+// on the frame origin — another origin than this page's, so a page never reaches this page, its secret or its API:
+// in the agent frame (frame-agent.ts, our one script there) sits the page frame, sandboxed without scripts, whose
+// document the host serves with `script-src 'none'`. The agent builds what this page hands it over a MessagePort —
+// CATP's DOM operations the moment they arrive, in-order markup through the page frame's own parser — and stamps
+// every visible update when the frame has painted it (meter.ts).
 import type { BrowserEvent, DumpNode, LoadRecord, LoadSavings, Transport, VisibleUpdate, WireFrame } from '../protocol/browser/api';
 import { connectApi } from './api-client';
 import type { DocumentMode } from '../protocol/catp/index-piece';
@@ -95,6 +95,12 @@ if (paneMode !== null) {
   requestAnimationFrame(reportArea);
 }
 
+// The frame origin (the shell's second port, in the fragment beside the secret; the same origin behind a Unix socket).
+const framePortParam = new URLSearchParams(location.hash.slice(1)).get('frame') ?? sessionStorage.getItem('catp-frame');
+if (framePortParam !== null) sessionStorage.setItem('catp-frame', framePortParam);
+const frameOrigin = framePortParam !== null && /^\d{1,5}$/.test(framePortParam) ? `${location.protocol}//${location.hostname}:${framePortParam}` : location.origin;
+ui.frame.src = `${frameOrigin}/__catp/agent.html`;
+
 const { api, kind } = connectApi();
 let shell: string = kind;
 let cur: LoadState | null = null;
@@ -116,11 +122,11 @@ function toFrame(m: ToFrame): void {
 // The agent says hello when its document starts; it gets a port of its own (a new document: a new agent).
 window.addEventListener('message', (e: MessageEvent) => {
   const data = e.data as { type?: unknown } | null;
-  if (e.source === null || e.source !== ui.frame.contentWindow || data?.type !== PORT_MESSAGE) return;
+  if (e.source === null || e.source !== ui.frame.contentWindow || e.origin !== frameOrigin || data?.type !== PORT_MESSAGE) return;
   const ch = new MessageChannel();
   const port = ch.port1;
   port.onmessage = (m: MessageEvent) => fromFrame(port, m.data as FromFrame);
-  (e.source as Window).postMessage({ type: PORT_MESSAGE }, '*', [ch.port2]);
+  (e.source as Window).postMessage({ type: PORT_MESSAGE }, frameOrigin, [ch.port2]);
 });
 
 /** What the frame says. Untrusted: a page that ran a script there could say anything on this port. */
@@ -199,7 +205,7 @@ function pageUrlOf(href: string, base: string): string | null {
     return null;
   }
   if (abs.protocol === 'javascript:') return null;
-  if (abs.origin === location.origin) {
+  if (abs.origin === frameOrigin) {
     const m = /^\/view\/([^/]+)(\/.*)?$/.exec(abs.pathname);
     if (m) return decodeURIComponent(m[1]!) + (m[2] ?? '/') + abs.search + abs.hash;
     const origin = cur ? originOf(cur.url) : null;

@@ -76,14 +76,6 @@ export function onlyToFlags(origins: readonly string[]): string[] {
 }
 
 /**
- * Features our shells turn off besides chromiumFlags' own. IsolateSandboxedIframes: the page frame (sandboxed
- * without allow-same-origin: an opaque origin, apart from the app page) stays in the app page's renderer process,
- * as it was when it shared the app's origin, so the paint path every figure was measured on stays the same; and
- * playwright 1.65 cannot act on elements inside an out-of-process sandboxed frame ("Object not disposable").
- */
-export const SHELL_DISABLED_FEATURES = ['IsolateSandboxedIframes'];
-
-/**
  * The flag that makes a browser trust the shell's own certificate (by its key's hash) for the https:// tunnels the
  * shell answers as its proxy (shell-server.ts); the shell's host checks the real origin's certificate itself.
  */
@@ -142,13 +134,16 @@ export interface AppWindow {
   close(): Promise<void>;
 }
 
-/** Opens `url` in a Chromium `--app` window with a fresh profile. */
-export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string } = {}): AppWindow {
+/**
+ * Opens `url` in a Chromium `--app` window with a fresh profile. `alsoOrigins`: origins besides the URL's it may
+ * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags).
+ */
+export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[] } = {}): AppWindow {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
-    ...chromiumFlags(SHELL_DISABLED_FEATURES),
-    ...onlyToFlags([new URL(url).origin]),
+    ...chromiumFlags(),
+    ...onlyToFlags([new URL(url).origin, ...(opts.alsoOrigins ?? [])]),
     ...tunnelFlags(opts.tunnelSpki),
     `--user-data-dir=${profile}`,
     `--window-size=${opts.width ?? 1280},${opts.height ?? 900}`,
@@ -194,10 +189,10 @@ export interface HeadlessPage {
 }
 
 /** Opens `url` in headless Chromium through playwright-core. */
-export async function openHeadless(url: string, opts: { width?: number; height?: number; tunnelSpki?: string } = {}): Promise<HeadlessPage> {
+export async function openHeadless(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[] } = {}): Promise<HeadlessPage> {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(SHELL_DISABLED_FEATURES), ...onlyToFlags([new URL(url).origin]), ...tunnelFlags(opts.tunnelSpki)] });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: [...chromiumFlags(), ...onlyToFlags([new URL(url).origin, ...(opts.alsoOrigins ?? [])]), ...tunnelFlags(opts.tunnelSpki)] });
   const context = await browser.newContext({ viewport: { width: opts.width ?? 1280, height: opts.height ?? 900 } });
   const page = await context.newPage();
   // CATP_TRACE=FILE: a Chromium performance trace of the whole headless session (profiling the renderer).

@@ -3,7 +3,7 @@ export * from '../../protocol/browser/api';
 export { BrowserService, type BrowserServiceOptions } from './service';
 export { startShellServer, viewUrlFor, VIEW_CSP, type ShellServer } from './shell-server';
 export { startBrowserSession, defaultRendererDir, type BrowserSession, type BrowserSessionOptions } from './session';
-export { openAppWindow, openHeadless, chromiumFlags, onlyToFlags, SHELL_DISABLED_FEATURES, chromiumAvailable, findChromium, hasDisplay, BROWSER_NAMES, CHROMIUM_PATH, BrowserUnavailableError, NoDisplayError } from './chromium';
+export { openAppWindow, openHeadless, chromiumFlags, onlyToFlags, chromiumAvailable, findChromium, hasDisplay, BROWSER_NAMES, CHROMIUM_PATH, BrowserUnavailableError, NoDisplayError } from './chromium';
 export { startLossyRelay, type LossyRelay } from './lossy-relay';
 export { httpStream, StreamingResponseDecoder, HttpStreamError } from './http-stream';
 export { dumpToParse5, serializeDump } from './wire';

@@ -3,14 +3,17 @@
 //
 //   /__catp/app.html, app.js, app.css   the renderer (bundled by esbuild into dist/renderer)
 //   /__catp/ws                          the API; the secret rides in the subprotocol list, Origin must be ours
-//   /__catp/frame.js                    the page frame's agent (renderer/frame-agent.ts)
-//   /view/<encoded origin>/<path>       the page frame: an empty document (Sec-Fetch-Dest iframe) whose one script
-//                                       is our agent (a nonce per document; the page's scripts never run), which
-//                                       builds the page the renderer hands it; the frame is sandboxed without
-//                                       allow-same-origin (an opaque origin, apart from the app); any other request
-//                                       under it is a sub-resource, fetched over DHTTP through the host when the
-//                                       page names it (page-names.ts: its tree, or a stylesheet it loaded)
+//
+// and on a second port, the frame origin (another origin than the app's, the same site):
+//   /__catp/agent.html, frame.js        the agent frame: our one script (a nonce per document), which takes the page
+//                                       from the renderer over a MessagePort and builds it in the page frame inside it
+//   /view/<encoded origin>/<path>       the page frame: an empty document (Sec-Fetch-Dest iframe) with
+//                                       `script-src 'none'`, sandboxed without scripts, whose tree the agent
+//                                       replaces; any other request under it is a sub-resource, fetched over DHTTP
+//                                       through the host when the page names it (page-names.ts)
 //   anything else                       a root-relative sub-resource of the page in the frame (Referer / current load)
+//
+// The page and the agent share the frame origin; the app page, its secret and its API are another origin's.
 //
 // Only requests whose Host header names this listener are answered (no DNS rebinding). The frame's browser uses
 // this server as its proxy for everything else (chromium.ts onlyToFlags), and that is how an image, stylesheet,
@@ -49,18 +52,24 @@ export const VIEW_CSP = [
   "media-src 'self' data: http: https:",
 ].join('; ');
 
-const APP_CSP = (hostPort: string) =>
-  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'`;
+const APP_CSP = (hostPort: string, frameOrigin: string) =>
+  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self' ${frameOrigin}; object-src 'none'; base-uri 'none'; form-action 'none'`;
+
+const EMPTY_VIEW = '<!DOCTYPE html><html><head></head><body></body></html>';
 
 /**
- * The page frame's document: our agent and nothing else. Its policy is VIEW_CSP's with one script admitted, by a
- * nonce made for this document (the page cannot guess it, and Chromium hides it from the page's CSS and DOM).
+ * The agent frame's document: our one script, admitted by a nonce made for this document, and the page frame —
+ * sandboxed without scripts (the page's <script>s are inert to its parser, as in parse5's scripting-disabled
+ * trees) and with allow-same-origin, so that the agent, on the same frame origin, can build it.
  */
-function viewDocument(): { html: string; csp: string } {
+function agentDocument(): { html: string; csp: string } {
   const nonce = randomBytes(18).toString('base64');
   return {
-    html: `<!DOCTYPE html><html><head><script src="/__catp/frame.js" nonce="${nonce}"></script></head><body></body></html>`,
-    csp: VIEW_CSP.replace("script-src 'none'", `script-src 'nonce-${nonce}'`),
+    html: '<!DOCTYPE html><html><head>'
+      + `<style nonce="${nonce}">html,body{margin:0;height:100%;overflow:hidden}iframe{display:block;border:0;width:100%;height:100%}</style>`
+      + '</head><body><iframe id="page" title="page" sandbox="allow-same-origin" src="/view/blank/"></iframe>'
+      + `<script src="/__catp/frame.js" nonce="${nonce}"></script></body></html>`,
+    csp: `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; frame-src 'self'; base-uri 'none'; form-action 'none'`,
   };
 }
 
@@ -84,6 +93,8 @@ export interface ShellServer {
   readonly secret: string;
   /** The URL to open (secret in the fragment, which never leaves the browser). */
   readonly appUrl: string;
+  /** The frame origin: the agent frame and the page frame (another port than the app's; the app's own with a Unix socket). */
+  readonly frameOrigin: string;
   /**
    * The certificate this server answers a tunnelled https:// sub-resource with (PEM), and the base64 sha-256 of its
    * key (Chromium's --ignore-certificate-errors-spki-list): the frame's browser trusts it for those tunnels only;
@@ -119,8 +130,12 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     '/__catp/app.css': ['app.css', 'text/css; charset=utf-8'],
   };
   let port = 0;
+  let framePort = 0;
   const host = options.unixSocket?.publicHost ?? '127.0.0.1';
-  const hostOk = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
+  const hostOk = (req: IncomingMessage) => req.headers.host === `${host}:${port}` || req.headers.host === `${host}:${framePort}`;
+  /** Whether the request came to the frame origin's port (with a Unix socket the two are one). */
+  const onFrameOrigin = (req: IncomingMessage) => req.headers.host === `${host}:${framePort}`;
+  const onAppOrigin = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
   const otherOrigins: Record<string, number> = {};
   const count = (reason: string) => (refused[reason] = (refused[reason] ?? 0) + 1);
   const tunnel = await tunnelCertificate();
@@ -144,14 +159,23 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
     }
-    const url = new URL(req.url ?? '/', `http://${host}:${port}`);
+    const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
     const path = url.pathname;
     const file = statics[path];
-    if (file) {
+    if (file && (path.startsWith('/__catp/frame.js') ? onFrameOrigin(req) : onAppOrigin(req))) {
       const body = await readFile(join(options.rendererDir, file[0]));
       const headers: Record<string, string> = { 'content-type': file[1], 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
-      if (path.endsWith('.html')) headers['content-security-policy'] = APP_CSP(`${host}:${port}`);
+      if (path.endsWith('.html')) headers['content-security-policy'] = APP_CSP(`${host}:${port}`, `http://${host}:${framePort}`);
       res.writeHead(200, headers).end(body);
+      return;
+    }
+    if (path === '/__catp/agent.html' && onFrameOrigin(req)) {
+      const { html, csp } = agentDocument();
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': csp, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }).end(html);
+      return;
+    }
+    if (path.startsWith('/__catp/') && !path.startsWith('/__catp/canary')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
       return;
     }
     if (path.startsWith('/__catp/canary')) {
@@ -165,14 +189,19 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     }
     const dest = req.headers['sec-fetch-dest'];
     const view = /^\/view\/([^/]+)(\/.*)?$/.exec(req.url ?? '');
+    if (!onFrameOrigin(req)) {
+      // the page frame and its sub-resources live on the frame origin only
+      count('wrong-origin');
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+      return;
+    }
     if (view && (dest === 'iframe' || dest === 'document' || dest === 'frame')) {
-      const { html, csp } = viewDocument();
       res.writeHead(200, {
         'content-type': 'text/html; charset=utf-8',
-        'content-security-policy': csp,
+        'content-security-policy': VIEW_CSP,
         'cache-control': 'no-store',
         'x-content-type-options': 'nosniff',
-      }).end(html);
+      }).end(EMPTY_VIEW);
       return;
     }
     let target: string | null = null;
@@ -181,7 +210,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     } else {
       // root-relative: the page that asked for it (Referer), else the current load's origin
       const referer = String(req.headers.referer ?? '');
-      const ref = referer.startsWith(`http://${host}:${port}/view/`) ? /^\/view\/([^/]+)/.exec(referer.slice(`http://${host}:${port}`.length)) : null;
+      const ref = referer.startsWith(`http://${host}:${framePort}/view/`) ? /^\/view\/([^/]+)/.exec(referer.slice(`http://${host}:${framePort}`.length)) : null;
       const origin = ref ? decodeURIComponent(ref[1]!) : service.currentOrigin;
       if (origin) target = origin + (req.url ?? '/');
     }
@@ -209,9 +238,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not named by the page');
       return;
     }
-    // the page's own sub-resource (same-origin for a browser showing the page itself): readable by the frame,
-    // whose origin is opaque, as a font or a crossorigin image must be
-    await fetchFor(target, req, res, {}, '*');
+    await fetchFor(target, req, res, {});
   }
 
   /**
@@ -244,7 +271,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       return refuse(502, 'dns', 'the page\'s own host does not resolve');
     }
     // A font is fetched in CORS mode: the origin is asked for the page's origin, as Chromium would ask it, and its
-    // answer for that origin is passed on for the frame's (an opaque origin).
+    // answer for that origin is passed on for the frame's (the frame origin).
     const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
     try {
       // over DHTTP where that server speaks it (it answered this host over DHTTP before), else as asked
@@ -272,7 +299,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       // a sub-resource opened on its own (e.g. an SVG) must not run either
       'content-security-policy': VIEW_CSP,
     };
-    // the frame's origin is opaque ("null"): an answer that allows the page's origin (or any) allows the frame
+    // an answer that allows the page's origin (or any) allows the frame (the frame origin stands for the page's)
     const allowed = corsFrom === '*' ? '*' : getHeader(r.headers, 'access-control-allow-origin');
     if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) headers['access-control-allow-origin'] = '*';
     res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
@@ -337,8 +364,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     tunnelServer.emit('connection', tls);
   });
 
-  server.on('upgrade', (req, socket, head) => {
-    if (!hostOk(req)) return refuse(socket, 421, 'wrong-host');
+  const onUpgrade = (req: IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => {
+    if (!onAppOrigin(req)) return refuse(socket, 421, 'wrong-host');
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/__catp/ws') return refuse(socket, 404, 'not-found');
     if (req.headers.origin !== `http://${host}:${port}`) return refuse(socket, 403, 'bad-origin');
     const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
@@ -347,7 +374,8 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     const b = Buffer.from(secret);
     if (a.length !== b.length || !timingSafeEqual(a, b)) return refuse(socket, 401, 'bad-secret');
     wss.handleUpgrade(req, socket, head, (ws) => connection(ws));
-  });
+  };
+  server.on('upgrade', onUpgrade);
 
   const sockets = new Set<WebSocket>();
   function connection(ws: WebSocket): void {
@@ -384,28 +412,42 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       });
     });
     port = publicPort;
+    framePort = publicPort;
   } else {
     await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
     port = (server.address() as AddressInfo).port;
   }
+  // The frame origin: a second listener on its own port (the same handler; hostOk tells the two apart). Behind a
+  // Unix socket (the demo's panes, each a site of its own already) the frame shares the app's origin.
+  const frameServer = createServer((req, res) => server.emit('request', req, res));
+  frameServer.on('connect', (req, socket, head) => server.emit('connect', req, socket, head));
+  frameServer.on('upgrade', (_req, socket: import('node:stream').Duplex) => refuse(socket, 404, 'not-found'));
+  if (!options.unixSocket) {
+    await new Promise<void>((ok) => frameServer.listen(0, '127.0.0.1', ok));
+    framePort = (frameServer.address() as AddressInfo).port;
+  }
   const origin = `http://${host}:${port}`;
+  const frameOrigin = `http://${host}:${framePort}`;
 
   return {
     port,
     origin,
     secret,
-    appUrl: `${origin}/__catp/app.html#secret=${secret}`,
+    appUrl: `${origin}/__catp/app.html#secret=${secret}&frame=${framePort}`,
+    frameOrigin,
     tunnelCert: { pem: tunnel.pem, spki: tunnel.spki },
     canaryHits,
     refused,
     otherOrigins,
-    viewUrl: (pageUrl: string) => viewUrlFor(origin, pageUrl),
+    viewUrl: (pageUrl: string) => viewUrlFor(frameOrigin, pageUrl),
     close: async () => {
       for (const ws of sockets) ws.terminate();
       wss.close();
       server.closeAllConnections();
       tunnelServer.closeAllConnections();
+      frameServer.closeAllConnections();
       await new Promise<void>((ok) => server.close(() => ok()));
+      if (frameServer.listening) await new Promise<void>((ok) => frameServer.close(() => ok()));
     },
   };
 }

@@ -193,7 +193,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
     const compare = compareLauncher(io);
     cleanup.push(async () => compare.close());
     const session = await startBrowserSession({ ...serviceOptions, shell: 'chromium-window', openCompare: compare.open });
-    const win = openAppWindow(session.shell.appUrl, { tunnelSpki: session.shell.tunnelCert.spki });
+    const win = openAppWindow(session.shell.appUrl, { tunnelSpki: session.shell.tunnelCert.spki, alsoOrigins: [session.shell.frameOrigin] });
     let ready = false;
     session.service.whenReady(30_000).then(
       () => {
@@ -235,7 +235,7 @@ async function headless(
   let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
   let frames: PageFrameCapture | null = null;
   try {
-    page = await openHeadless(session.shell.appUrl, { tunnelSpki: session.shell.tunnelCert.spki });
+    page = await openHeadless(session.shell.appUrl, { tunnelSpki: session.shell.tunnelCert.spki, alsoOrigins: [session.shell.frameOrigin] });
     await session.service.whenReady(30_000);
     // compositor frames of the page area (lab/silent-time/page-frames.ts), from before the navigation
     if (pageAreaSize) await fitPageArea(page.page, pageAreaSize);

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import { WebSocketServer, type WebSocket } from 'ws';
 
-import { CHROMIUM_PATH, SHELL_DISABLED_FEATURES, chromiumFlags, onlyToFlags } from '../../app/browser';
+import { CHROMIUM_PATH, chromiumFlags, onlyToFlags } from '../../app/browser';
 import { checkSettings, DEMO_TRANSPORTS, type DemoEvent, type DemoRun, type DemoSettings } from '../../protocol/demo/api';
 import { DemoController, type DemoView } from './controller';
 import { pageChoices } from './pages';
@@ -145,7 +145,7 @@ export async function openDemoWindow(o: DemoWindowOptions): Promise<DemoWindow> 
     executablePath: CHROMIUM_PATH,
     headless: o.headless,
     // the demo page and the three panes, nothing else (a page in a pane opens no connection anywhere)
-    args: [...chromiumFlags(SHELL_DISABLED_FEATURES), ...onlyToFlags([`http://127.0.0.1:${port}`, ...DEMO_TRANSPORTS.map((t) => controller.paneOrigin(t))]),
+    args: [...chromiumFlags(), ...onlyToFlags([`http://127.0.0.1:${port}`, ...DEMO_TRANSPORTS.map((t) => controller.paneOrigin(t))]),
       ...(o.headless ? [] : [`--app=${url}`, `--window-size=${width},${height}`])],
     viewport: o.headless ? { width, height } : null,
   });

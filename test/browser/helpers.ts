@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { build } from 'esbuild';
 import { parse, serialize } from 'parse5';
-import type { Page } from 'playwright-core';
+import type { FrameLocator, Page } from 'playwright-core';
 
 import {
   openHeadless,
@@ -113,7 +113,7 @@ export async function startRig(o: RigOptions = {}): Promise<Rig> {
     storeDir: o.storeDir ?? null,
     hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: o.loss ? 8 : 2, maxResends: 8 } },
   });
-  const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900, tunnelSpki: session.shell.tunnelCert.spki });
+  const head = await openHeadless(session.shell.appUrl, { width: o.width ?? 1280, height: o.height ?? 900, tunnelSpki: session.shell.tunnelCert.spki, alsoOrigins: [session.shell.frameOrigin] });
   await session.service.whenReady(20_000);
   const base = `dhttp://127.0.0.1:${relay ? relay.port : server.port}`;
   const rig: Rig = {
@@ -188,4 +188,9 @@ export async function stopGroup(pid: number, exited: Promise<void>): Promise<voi
   const t = setTimeout(() => kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(t);
+}
+
+/** The page frame: inside the agent frame (both on the shell's frame origin, another origin than the app page's). */
+export function pageFrame(page: Page): FrameLocator {
+  return page.frameLocator('#page').frameLocator('#page');
 }

@@ -3,7 +3,7 @@
 // style applies, the image decodes. An expired certificate shows the error page.
 import { parse, serialize } from 'parse5';
 
-import { chromiumPresent, startRig, type Rig } from './helpers';
+import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 import { startTlsLab, tlsLabPresent, type TlsLab } from '../helpers/tls';
 
@@ -48,7 +48,7 @@ maybe('https:// in the app', () => {
     const record = await rig.loadUrl(url);
     expect(record.outcome).toBe('complete');
     expect(await rig.dump()).toBe(serialize(parse(PAGE, { scriptingEnabled: false })));
-    const frame = rig.page.frameLocator('#page');
+    const frame = pageFrame(rig.page);
     // (the page's globals, typed by hand: the tests compile without the DOM library)
     const color = (el: unknown) => (globalThis as unknown as { getComputedStyle(e: unknown): { color: string } }).getComputedStyle(el).color;
     expect(await poll(() => frame.locator('#p').evaluate(color), 'rgb(1, 2, 3)')).toBe('rgb(1, 2, 3)');

@@ -7,7 +7,7 @@
 import * as dgram from 'node:dgram';
 import { createServer, type Server } from 'node:net';
 
-import { chromiumPresent, startRig, type Rig } from './helpers';
+import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -70,7 +70,7 @@ maybe('a page reaches nothing but its own origin', () => {
     const record = await rig.loadUrl(url, transport);
     expect(record.outcome).toBe('complete');
     // the page is there; what it names elsewhere had time to be tried
-    expect(await rig.page.frameLocator('#page').locator('#h').textContent()).toBe('a page that names another origin');
+    expect(await pageFrame(rig.page).locator('#h').textContent()).toBe('a page that names another origin');
     await rig.page.waitForTimeout(1500);
     expect({ connections, datagrams }).toEqual({ connections: 0, datagrams: 0 });
     // the host refused the two /view/ fetches of another origin, and counted them

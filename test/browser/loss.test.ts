@@ -3,7 +3,7 @@
 // completes equal to parse5's tree. Screenshots of the window mid-load and complete go to test-artifacts/.
 import { join } from 'node:path';
 
-import { DEMO, artifact, chromiumPresent, parse5Of, startRig, type Rig } from './helpers';
+import { DEMO, artifact, chromiumPresent, parse5Of, startRig, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -54,7 +54,7 @@ maybe('loading under loss', () => {
     while (!finished) {
       const state = (await rig.page.evaluate(PROBE)) as { filled: number[]; finished: boolean };
       // (the frame is another origin: its document is read through the browser's own frame API)
-      const p = { ...state, placeholders: await rig.page.frameLocator('#page').locator('catp-missing').count() };
+      const p = { ...state, placeholders: await pageFrame(rig.page).locator('catp-missing').count() };
       // a later block painted while an earlier one is still missing (and shown as missing)
       const later = p.placeholders > 0 ? p.filled.find((b) => Array.from({ length: b }, (_, a) => a).some((a) => !p.filled.includes(a))) : undefined;
       if (later !== undefined && !p.finished && !seen) {

@@ -3,7 +3,7 @@
 import { createSocket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 
-import { artifact, chromiumPresent, startRig, type ProbeState, type Rig } from './helpers';
+import { artifact, chromiumPresent, startRig, type ProbeState, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -40,7 +40,7 @@ maybe('navigation', () => {
     const index = `${rig.base}/index.html`;
     const article = `${rig.base}/article.html`;
     await rig.load('index.html');
-    await rig.page.frameLocator('#page').locator('a[href="article.html"]').first().click();
+    await pageFrame(rig.page).locator('a[href="article.html"]').first().click();
     const a = await until(rig, (s) => s.url === article && s.finished, 'the article after a click');
     expect(a.record?.outcome).toBe('complete');
     expect(await rig.page.inputValue('#url')).toBe(article);

@@ -15,7 +15,7 @@ import { parse, serialize } from 'parse5';
 import type { Locator } from 'playwright-core';
 
 import { startServer, type DhttpServer } from '../../server';
-import { artifact, chromiumPresent, startRig, type Rig } from './helpers';
+import { artifact, chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 import { startTlsLab, tlsLabPresent, type TlsLab } from '../helpers/tls';
 
@@ -159,7 +159,7 @@ maybe('resources from other origins', () => {
       const record = await rig.loadUrl(url, transport);
       expect(record.outcome).toBe('complete');
       expect(await rig.dump()).toBe(serialize(parse(fireball, { scriptingEnabled: false })));
-      const frame = rig.page.frameLocator('#page');
+      const frame = pageFrame(rig.page);
       expect(await poll(() => style(frame.locator('#Main'), 'backgroundColor'), 'rgb(255, 255, 255)')).toBe('rgb(255, 255, 255)');
       expect(await poll(() => style(frame.locator('body'), 'backgroundColor'), 'rgb(74, 82, 90)')).toBe('rgb(74, 82, 90)');
       expect(await poll(() => frame.locator('#x-img').evaluate(naturalWidth), 1)).toBe(1);
@@ -185,7 +185,7 @@ maybe('resources from other origins', () => {
 
   test('another origin is reached over DHTTP once its server has answered over DHTTP, over HTTP/1.1 before', async () => {
     const shell = rig.session.shell;
-    const frame = rig.page.frameLocator('#page');
+    const frame = pageFrame(rig.page);
     const before = { ...shell.otherOrigins };
     // first contact with the second origin: its stylesheet comes over plain HTTP/1.1 (nothing says it speaks DHTTP)
     expect((await rig.loadUrl(`${rig.base}/fromDhttp1.html`, 'catp')).outcome).toBe('complete');
@@ -223,7 +223,7 @@ maybe('resources from other origins', () => {
     const counted = { ...shell.refused };
     const record = await rig.loadUrl(`https://127.0.0.1:${lab.ports.good}/tls-page.html`);
     expect(record.outcome).toBe('complete');
-    const frame = rig.page.frameLocator('#page');
+    const frame = pageFrame(rig.page);
     expect(await poll(() => style(frame.locator('#Main'), 'backgroundColor'), 'rgb(255, 255, 255)')).toBe('rgb(255, 255, 255)');
     expect(await poll(() => style(frame.locator('#h'), 'color'), 'rgb(58, 64, 71)')).toBe('rgb(58, 64, 71)');
     expect(await poll(() => frame.locator('#tls-img').evaluate(naturalWidth), 1)).toBe(1);

@@ -2,7 +2,7 @@
 // answered for a URL in the current page's own tree or in a stylesheet it loaded, and refused (404, counted as
 // not-named) for anything else on the page's origin, so a request to the shell cannot make the host fetch an
 // arbitrary path. Every transport: the CATP tree, the in-order text and the TCP text are all read for names.
-import { chromiumPresent, startRig, type Rig } from './helpers';
+import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -54,7 +54,7 @@ maybe('the host fetches only what the page names', () => {
     try {
       const record = await rig.loadUrl(url, transport);
       expect(record.outcome).toBe('complete');
-      const frame = rig.page.frameLocator('#page');
+      const frame = pageFrame(rig.page);
       const missing = () => EXPECTED.filter((p) => !served.includes(p));
       for (const until = Date.now() + 10_000; missing().length > 0 && Date.now() < until;) await rig.page.waitForTimeout(50);
       expect(missing()).toEqual([]);
@@ -74,14 +74,16 @@ maybe('the host fetches only what the page names', () => {
     const shell = rig.session.shell;
     const origin = encodeURIComponent(rig.base);
     const before = shell.refused['not-named'] ?? 0;
-    const secret = await fetch(`${shell.origin}/view/${origin}/names/secret.txt`);
+    const secret = await fetch(`${shell.frameOrigin}/view/${origin}/names/secret.txt`);
     expect(secret.status).toBe(404);
     expect(await secret.text()).not.toContain('not for the frame');
-    const rootRelative = await fetch(`${shell.origin}/names/secret.txt`);
+    const rootRelative = await fetch(`${shell.frameOrigin}/names/secret.txt`);
     expect(rootRelative.status).toBe(404);
     expect((shell.refused['not-named'] ?? 0) - before).toBe(2);
     // what the page names is answered the same way
-    const named = await fetch(`${shell.origin}/view/${origin}/names/img/plain.gif`);
+    const named = await fetch(`${shell.frameOrigin}/view/${origin}/names/img/plain.gif`);
     expect(named.status).toBe(200);
+    // (the page frame and its sub-resources live on the frame origin only)
+    expect((await fetch(`${shell.origin}/view/${origin}/names/img/plain.gif`)).status).toBe(404);
   });
 });

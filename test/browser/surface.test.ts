@@ -67,14 +67,20 @@ describe('the WebSocket transport', () => {
     expect(ok.status).toBe(200);
     expect(ok.headers.get('content-security-policy')).toContain("script-src 'self'");
     const view = await fetch(`${shell.origin}/view/x/y.html`, { headers: { 'sec-fetch-dest': 'iframe' } });
-    // the frame's document admits one script, our agent, by a nonce made for that document alone
-    const csp = view.headers.get('content-security-policy') ?? '';
+    expect(view.status).toBe(404); // the page frame lives on the frame origin only
+    const framed = await fetch(`${shell.frameOrigin}/view/x/y.html`, { headers: { 'sec-fetch-dest': 'iframe' } });
+    expect(framed.headers.get('content-security-policy')).toContain("script-src 'none'");
+    // the agent frame admits one script, ours, by a nonce made for that document alone
+    const agent = await fetch(`${shell.frameOrigin}/__catp/agent.html`);
+    const csp = agent.headers.get('content-security-policy') ?? '';
     const nonce = /script-src 'nonce-([A-Za-z0-9+/=]+)'/.exec(csp)?.[1];
     expect(nonce).toBeDefined();
-    expect(csp).not.toMatch(/unsafe-inline[^;]*;.*script|script-src[^;]*unsafe/);
-    expect(await view.text()).toBe(`<!DOCTYPE html><html><head><script src="/__catp/frame.js" nonce="${nonce}"></script></head><body></body></html>`);
-    const again = await fetch(`${shell.origin}/view/x/y.html`, { headers: { 'sec-fetch-dest': 'iframe' } });
+    expect(await agent.text()).toContain(`<script src="/__catp/frame.js" nonce="${nonce}"></script>`);
+    const again = await fetch(`${shell.frameOrigin}/__catp/agent.html`);
     expect(again.headers.get('content-security-policy')).not.toContain(`'nonce-${nonce}'`);
+    // and the app's own files are not served there, nor the agent on the app's origin
+    expect((await fetch(`${shell.frameOrigin}/__catp/app.html`)).status).toBe(404);
+    expect((await fetch(`${shell.origin}/__catp/agent.html`)).status).toBe(404);
   });
 
   test('isCommand gates commands by shape', () => {
