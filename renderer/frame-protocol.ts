@@ -1,7 +1,7 @@
-// What the app page and the page frame's agent (frame-agent.ts) say to each other over their MessagePort. The frame
-// is sandboxed without allow-same-origin, so its origin is opaque: the app cannot touch its document, and a page
-// that somehow ran a script there could reach neither the app page, its secret nor its API — only this port,
-// whose messages the app reads as untrusted (a click asks to navigate, as a user's click would; a stamp is a time).
+// What the app page and the agent frame (frame-agent.ts) say to each other over their MessagePort. The agent and the
+// page frame it builds are on the shell's frame origin, another origin than the app page's: neither reaches the app
+// page, its secret or its API — only this port, whose messages the app reads as untrusted (a click asks to
+// navigate, as a user's click would; a stamp is a time).
 import type { DomOps, DumpNode, VisibleUpdate } from '../protocol/browser/api';
 import type { DocumentMode } from '../protocol/catp/index-piece';
 
@@ -43,5 +43,5 @@ export interface FrameStats {
   height: number;
 }
 
-/** The message the app posts to the frame's window to hand it the port (with the port as its one transfer). */
+/** The agent's hello to the app, and the app's answer that hands it the port (its one transfer). */
 export const PORT_MESSAGE = 'catp-frame-port';
