@@ -29,7 +29,7 @@ export interface BrowserSessionOptions extends BrowserServiceOptions {
   /** The store's byte budget (default PayloadStore's, 256 MiB). */
   storeBudgetBytes?: number;
   /** The shell server listens on a Unix socket behind a proxy (ShellServerOptions.unixSocket). */
-  unixSocket?: { path: string; publicPort: number; publicHost?: string };
+  unixSocket?: { path: string; publicPort: number; publicHost?: string; publicFramePort?: number };
 }
 
 export async function startBrowserSession(options: BrowserSessionOptions = {}): Promise<BrowserSession> {

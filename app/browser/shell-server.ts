@@ -84,7 +84,7 @@ export interface ShellServerOptions {
    * its own loopback address, so each is a site of its own with a renderer process of its own). The URLs, the
    * Host and Origin checks and the CSP name the public address.
    */
-  unixSocket?: { path: string; publicPort: number; publicHost?: string };
+  unixSocket?: { path: string; publicPort: number; publicHost?: string; publicFramePort?: number };
 }
 
 export interface ShellServer {
@@ -108,7 +108,7 @@ export interface ShellServer {
    * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin) or
    * of a URL the page does not name (not-named); a sub-resource on another origin the page does not name as one
    * (not-named), over http:// for an https:// page (mixed-content), or on a less public address than the page's
-   * (private-network).
+   * (private-network); the page frame or its sub-resources asked for on the app's origin (wrong-origin).
    */
   readonly refused: Record<string, number>;
   /** Sub-resources fetched from other origins than the page's, by the channel that carried them (udp, tcp, http, https). */
@@ -412,13 +412,14 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       });
     });
     port = publicPort;
-    framePort = publicPort;
+    // the proxy forwards the frame origin's public port to the same socket (hostOk tells the two apart)
+    framePort = options.unixSocket.publicFramePort ?? publicPort;
   } else {
     await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
     port = (server.address() as AddressInfo).port;
   }
   // The frame origin: a second listener on its own port (the same handler; hostOk tells the two apart). Behind a
-  // Unix socket (the demo's panes, each a site of its own already) the frame shares the app's origin.
+  // Unix socket, the proxy's second public port (publicFramePort; without one the frame shares the app's origin).
   const frameServer = createServer((req, res) => server.emit('request', req, res));
   frameServer.on('connect', (req, socket, head) => server.emit('connect', req, socket, head));
   frameServer.on('upgrade', (_req, socket: import('node:stream').Duplex) => refuse(socket, 404, 'not-found'));

@@ -150,6 +150,7 @@ const paneOptions = {
   socket: { type: 'string' },
   'public-host': { type: 'string' },
   'public-port': { type: 'string' },
+  'public-frame-port': { type: 'string' },
   transport: { type: 'string' },
   timeout: { type: 'string' },
 } as const;
@@ -163,6 +164,7 @@ export async function demoPane(argv: string[]): Promise<number> {
     socketPath: values.socket,
     publicHost: /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(values['public-host'] ?? '') ? values['public-host']! : '127.0.0.1',
     publicPort: intOption(values['public-port'], 'public-port', 1, 65535) ?? 0,
+    ...(values['public-frame-port'] ? { publicFramePort: intOption(values['public-frame-port'], 'public-frame-port', 1, 65535) ?? 0 } : {}),
     transport,
     timeoutMs: intOption(values.timeout, 'timeout', 1000, 3_600_000) ?? 60_000,
   });

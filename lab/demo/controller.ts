@@ -124,6 +124,8 @@ export interface DemoControllerOptions {
 
 export class DemoController {
   private readonly proxies = new Map<DemoTransport, PaneProxy>();
+  /** Each pane's frame origin: a second port on the pane's address, forwarded to the same host. */
+  private readonly frameProxies = new Map<DemoTransport, PaneProxy>();
   private live: LivePane[] = [];
   private runs = 0;
   private pageCache: { spec: string; page: PageSpec } | null = null;
@@ -137,12 +139,21 @@ export class DemoController {
       const p = new PaneProxy(`127.0.0.${2 + i}`);
       await p.listen();
       this.proxies.set(t, p);
+      const f = new PaneProxy(`127.0.0.${2 + i}`);
+      await f.listen();
+      this.frameProxies.set(t, f);
     }
   }
 
   /** The loopback address and port a pane's frame opens (the same for every run). */
   paneOrigin(t: DemoTransport): string {
     const p = this.proxies.get(t);
+    return p ? `http://${p.host}:${p.port}` : '';
+  }
+
+  /** The origin a pane's page frame is on (another port of the pane's address: another origin, the same site). */
+  paneFrameOrigin(t: DemoTransport): string {
+    const p = this.frameProxies.get(t);
     return p ? `http://${p.host}:${p.port}` : '';
   }
 
@@ -167,6 +178,7 @@ export class DemoController {
       await warmOrigin(link, pane.origin, page.urlPath, transport === 'tcp' ? 'tcp' : 'catp');
       const socketPath = path.join(this.options.tmpRoot, `pane-${transport}-${runId}.sock`);
       const host = link.spawnIn('client', cmd, [...args, '__demo-pane', '--socket', socketPath, '--public-host', this.proxies.get(transport)!.host, '--public-port', String(this.proxies.get(transport)!.port),
+        '--public-frame-port', String(this.frameProxies.get(transport)!.port),
         '--transport', transport, '--timeout', String(timeoutMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
       pane.host = host;
       let stderr = '';
@@ -187,6 +199,7 @@ export class DemoController {
       });
       const listening = await nextMessage(pane, ['listening'], 20_000, 'the host starting');
       this.proxies.get(transport)!.retarget(socketPath);
+      this.frameProxies.get(transport)!.retarget(socketPath);
       // a query of its own per run: the frames hold the previous run's app at the same address, and a new URL
       // that differed only in its fragment would not reload them
       return Object.assign(pane, { appUrl: listening.appUrl.replace('/__catp/app.html#', `/__catp/app.html?run=${runId}#`) });
@@ -257,7 +270,7 @@ export class DemoController {
   /** Stops the current run's hosts, servers and links. */
   private async teardown(): Promise<void> {
     const live = this.live.splice(0);
-    for (const p of this.proxies.values()) p.retarget(null);
+    for (const p of [...this.proxies.values(), ...this.frameProxies.values()]) p.retarget(null);
     await Promise.all(live.map(async (p) => {
       p.host?.stdin?.end();
       await p.origin?.close().catch(() => undefined);
@@ -269,6 +282,6 @@ export class DemoController {
     if (this.closed) return;
     this.closed = true;
     await this.teardown();
-    for (const p of this.proxies.values()) await p.close();
+    for (const p of [...this.proxies.values(), ...this.frameProxies.values()]) await p.close();
   }
 }

@@ -18,6 +18,8 @@ export interface PaneHostOptions {
   socketPath: string;
   publicHost: string;
   publicPort: number;
+  /** the proxy's second port, forwarded to the same socket: the pane's frame origin */
+  publicFramePort?: number;
   transport: Transport;
   /** a load gives up after this long */
   timeoutMs: number;
@@ -37,7 +39,7 @@ export async function runPaneHost(o: PaneHostOptions, out: NodeJS.WritableStream
     storeDir: null,
     defaultTransport: o.transport === 'inorder' ? 'inorder' : 'catp',
     loadTimeoutMs: o.timeoutMs,
-    unixSocket: { path: o.socketPath, publicHost: o.publicHost, publicPort: o.publicPort },
+    unixSocket: { path: o.socketPath, publicHost: o.publicHost, publicPort: o.publicPort, ...(o.publicFramePort ? { publicFramePort: o.publicFramePort } : {}) },
     ...(o.rendererDir ? { rendererDir: o.rendererDir } : {}),
   });
   say({ type: 'listening', appUrl: `${session.shell.appUrl}&pane=${o.transport}` });

@@ -145,7 +145,7 @@ export async function openDemoWindow(o: DemoWindowOptions): Promise<DemoWindow> 
     executablePath: CHROMIUM_PATH,
     headless: o.headless,
     // the demo page and the three panes, nothing else (a page in a pane opens no connection anywhere)
-    args: [...chromiumFlags(), ...onlyToFlags([`http://127.0.0.1:${port}`, ...DEMO_TRANSPORTS.map((t) => controller.paneOrigin(t))]),
+    args: [...chromiumFlags(), ...onlyToFlags([`http://127.0.0.1:${port}`, ...DEMO_TRANSPORTS.flatMap((t) => [controller.paneOrigin(t), controller.paneFrameOrigin(t)])]),
       ...(o.headless ? [] : [`--app=${url}`, `--window-size=${width},${height}`])],
     viewport: o.headless ? { width, height } : null,
   });

@@ -75,6 +75,18 @@ maybe('catp demo: three panes, one link each, the same losses', () => {
       await poll<string | undefined>(p, 'document.body.dataset.filmstrip', (v) => v === '1', 90_000, 'the first run and its filmstrip');
       await p.screenshot({ path: artifact('demo-after.png'), fullPage: true });
 
+      // each pane's page frame is on a frame origin of its own: the pane's address, another port than its app's
+      const frames = p.frames().map((f) => f.url());
+      const views = frames.filter((u) => u.includes('/view/')).map((u) => new URL(u));
+      const apps = frames.filter((u) => u.includes('/__catp/app.html')).map((u) => new URL(u));
+      expect(views).toHaveLength(3);
+      expect(apps).toHaveLength(3);
+      for (const v of views) {
+        const app = apps.find((a) => a.hostname === v.hostname);
+        expect(app).toBeDefined();
+        expect(v.port).not.toBe(app!.port);
+      }
+
       // what the window shows: three panes, three silent times, three filmstrips
       const shown = (await p.evaluate(`[...document.querySelectorAll('.bar-row')].map((r) => [r.dataset.transport, Number(r.dataset.silentMs)])`)) as [string, number][];
       expect(shown.map((r) => r[0])).toEqual(['catp', 'inorder', 'tcp']);
