@@ -12,7 +12,8 @@ jest.setTimeout(120_000);
 // Blocks are numbered in document order; a placeholder (<catp-missing>) stands for content still to come.
 const PROBE = `(() => {
   const s = window.__catp.state();
-  return { filled: s.filledBlocks, finished: s.finished, blockCount: s.blockCount };
+  // (null until the app has heard that the load started)
+  return s ? { filled: s.filledBlocks, finished: s.finished, blockCount: s.blockCount } : { filled: [], finished: false, blockCount: 0 };
 })()`;
 
 maybe('loading under loss', () => {
