@@ -194,3 +194,15 @@ export async function stopGroup(pid: number, exited: Promise<void>): Promise<voi
 export function pageFrame(page: Page): FrameLocator {
   return page.frameLocator('#page').frameLocator('#page');
 }
+
+/** `get()` until it returns `want` (or 10 s pass): what it returned last (a style or an image that loads later). */
+export async function poll(get: () => Promise<unknown>, want: unknown): Promise<unknown> {
+  const until = Date.now() + 10_000;
+  let got: unknown;
+  do {
+    got = await get();
+    if (got === want) return got;
+    await new Promise((r) => setTimeout(r, 100));
+  } while (Date.now() < until);
+  return got;
+}

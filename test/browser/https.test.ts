@@ -3,7 +3,7 @@
 // style applies, the image decodes. An expired certificate shows the error page.
 import { parse, serialize } from 'parse5';
 
-import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
+import { chromiumPresent, pageFrame, poll, startRig, type Rig } from './helpers';
 import { describeIf } from '../helpers/requires';
 import { startTlsLab, tlsLabPresent, type TlsLab } from '../helpers/tls';
 
@@ -14,18 +14,6 @@ const PAGE = '<!doctype html><html><head><title>tls</title><link rel="stylesheet
 const CSS = '#p { color: rgb(1, 2, 3) }';
 // a 1×1 PNG
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
-
-/** `get()` until it returns `want` (or 10 s pass): what it returned last. */
-async function poll(get: () => Promise<unknown>, want: unknown): Promise<unknown> {
-  const until = Date.now() + 10_000;
-  let got: unknown;
-  do {
-    got = await get();
-    if (got === want) return got;
-    await new Promise((r) => setTimeout(r, 100));
-  } while (Date.now() < until);
-  return got;
-}
 
 maybe('https:// in the app', () => {
   let lab: TlsLab;

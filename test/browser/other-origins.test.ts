@@ -15,7 +15,7 @@ import { parse, serialize } from 'parse5';
 import type { Locator } from 'playwright-core';
 
 import { startServer, type DhttpServer } from '../../server';
-import { artifact, chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
+import { artifact, chromiumPresent, pageFrame, poll, startRig, type Rig } from './helpers';
 import { describeIf } from '../helpers/requires';
 import { startTlsLab, tlsLabPresent, type TlsLab } from '../helpers/tls';
 
@@ -52,18 +52,6 @@ const fontStatus = (at: Locator, family: string) =>
     return [...fonts].find((x) => x.family.replace(/"/g, '') === f)?.status ?? 'absent';
   }, family);
 const FONT = readFileSync('/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf');
-
-/** `get()` until it returns `want` (or 10 s pass): what it returned last. */
-async function poll(get: () => Promise<unknown>, want: unknown): Promise<unknown> {
-  const until = Date.now() + 10_000;
-  let got: unknown;
-  do {
-    got = await get();
-    if (got === want) return got;
-    await new Promise((r) => setTimeout(r, 100));
-  } while (Date.now() < until);
-  return got;
-}
 
 /** A proxied request to the shell, as the frame's browser sends one for another origin: its status. */
 function proxied(shellPort: number, url: string): Promise<number> {
