@@ -3,7 +3,7 @@
 // every node goes; the renderer only executes. Handles are numbers; 0 is the page's document.
 import { DOM_OP, type DomOps } from '../../protocol/browser/api';
 import { NS_HTML, NS_MATHML, NS_SVG, type CatpAttr, type CatpTreeSink, type DocumentMode } from '../../protocol/catp';
-import type { PageNames } from './page-names';
+import { tagMatters, type PageNames } from './page-names';
 
 const NS_CODE: Record<string, number> = { [NS_HTML]: 0, [NS_SVG]: 1, [NS_MATHML]: 2 };
 const MODE_CODE: Record<DocumentMode, number> = { 'no-quirks': 0, quirks: 1, 'limited-quirks': 2 };
@@ -14,8 +14,8 @@ export class DomOpRecorder implements CatpTreeSink<number> {
   /** Template element handle -> its content's handle. */
   private readonly contents = new Map<number, number>();
   /**
-   * Each element's tag name, and a link's rel: a slot may fill an attribute later (a <base>'s href, a link's href),
-   * and what a URL attribute loads depends on both.
+   * The tag name of each element whose tag decides what a URL attribute loads (page-names.ts tagMatters), and a
+   * link's rel: a slot may fill an attribute later (a <base>'s href, a link's href). Other elements read untagged.
    */
   private readonly tags = new Map<number, string>();
   private readonly rels = new Map<number, string>();
@@ -51,7 +51,7 @@ export class DomOpRecorder implements CatpTreeSink<number> {
     const h = this.next++;
     this.ops.push(DOM_OP.ELEMENT, h, tagName, NS_CODE[namespace] ?? namespace);
     this.attrs(attrs);
-    if (this.names !== null) {
+    if (this.names !== null && tagMatters(tagName)) {
       this.tags.set(h, tagName);
       const rel = tagName === 'link' ? attrs.find((a) => a.name === 'rel') : undefined;
       if (rel !== undefined) this.rels.set(h, rel.value);

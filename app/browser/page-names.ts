@@ -71,6 +71,14 @@ const SRC_SUBRESOURCE = new Set(['img', 'image', 'source', 'video', 'audio', 'tr
 /** `<link rel>` values that make the link load a passive sub-resource (not prefetch, preconnect, manifest, script). */
 const LINK_SUBRESOURCE = new Set(['stylesheet', 'icon', 'apple-touch-icon', 'apple-touch-icon-precomposed', 'mask-icon', 'preload']);
 
+/** Elements whose tag decides what a URL attribute set on them later loads (a <base> included). */
+const TAGS_THAT_MATTER = new Set([...SRC_SUBRESOURCE, 'link', 'use', 'video', 'base']);
+
+/** Whether `tagName` must be remembered for attributes a CATP slot fills later (others read the same untagged). */
+export function tagMatters(tagName: string): boolean {
+  return TAGS_THAT_MATTER.has(tagName);
+}
+
 /**
  * Whether this attribute of this element loads a passive sub-resource (an image, a stylesheet, a font, media):
  * the only names the frame may have the host fetch from another origin than the page's. A link, a frame, a form,
@@ -94,6 +102,8 @@ export class PageNames {
   private readonly names = new Set<string>();
   /** The names that load a passive sub-resource (an image, a stylesheet, a font): another origin may serve these. */
   private readonly subresources = new Set<string>();
+  /** The origins of those (a tunnel to an https:// origin is answered only for one of them). */
+  private readonly subOrigins = new Set<string>();
   /** What the page wrote, as written, and whether it loads a sub-resource (a <base> that arrives later re-resolves them). */
   private readonly raw = new Map<string, boolean>();
   private readonly bases: string[];
@@ -124,14 +134,9 @@ export class PageNames {
     return t !== null && this.subresources.has(t);
   }
 
-  /** The origins the page names sub-resources on (scheme://host:port, as the WHATWG URL parser writes them). */
-  subresourceOrigins(): Set<string> {
-    const out = new Set<string>();
-    for (const n of this.subresources) {
-      const origin = new URL(n).origin; // "null" for a scheme the URL standard gives no origin (dhttp:)
-      if (origin !== 'null') out.add(origin);
-    }
-    return out;
+  /** Whether the page names a sub-resource on `origin` (scheme://host:port, as the WHATWG URL parser writes it). */
+  namesSubresourcesOn(origin: string): boolean {
+    return this.subOrigins.has(origin);
   }
 
   /** A URL the page wrote, relative to the page (or its <base>); `sub`: it loads a sub-resource. */
@@ -191,7 +196,11 @@ export class PageNames {
       }
       this.names.add(n);
     }
-    if (sub) this.subresources.add(n);
+    if (sub && !this.subresources.has(n)) {
+      this.subresources.add(n);
+      const origin = new URL(n).origin; // "null" for a scheme the URL standard gives no origin (dhttp:)
+      if (origin !== 'null') this.subOrigins.add(origin);
+    }
   }
 }
 

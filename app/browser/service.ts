@@ -280,7 +280,7 @@ export class BrowserService {
 
   /** Whether the page being shown names any sub-resource on `origin` (an https:// origin the frame may tunnel to). */
   namesSubresourcesOn(origin: string): boolean {
-    return this.current?.names.subresourceOrigins().has(origin) ?? false;
+    return this.current?.names.namesSubresourcesOn(origin) ?? false;
   }
 
   /** The URL of the page being shown. */

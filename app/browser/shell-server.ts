@@ -300,7 +300,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       'content-security-policy': VIEW_CSP,
     };
     // an answer that allows the page's origin (or any) allows the frame (the frame origin stands for the page's)
-    const allowed = corsFrom === '*' ? '*' : getHeader(r.headers, 'access-control-allow-origin');
+    const allowed = getHeader(r.headers, 'access-control-allow-origin');
     if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) headers['access-control-allow-origin'] = '*';
     res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
     return result.channel;

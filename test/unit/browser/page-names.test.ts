@@ -111,7 +111,8 @@ describe('page names', () => {
     for (const p of ['/prefetch', '/', '/m.json', '/x.js', '/frame', '/obj', '/link', '/post', '/embed', '/area']) {
       expect([p, n.allowsSubresource(other(p))]).toEqual([p, false]);
     }
-    expect(n.subresourceOrigins()).toEqual(new Set(['https://cdn.test']));
+    expect(n.namesSubresourcesOn('https://cdn.test')).toBe(true);
+    expect(n.namesSubresourcesOn('dhttp://example.test:8080')).toBe(false);
     // a stylesheet on that origin: what it uses is a sub-resource, relative to the stylesheet
     n.stylesheet('@font-face { src: url(fonts/f.woff2) }', other('/css/site.css'));
     expect(n.allowsSubresource(other('/css/fonts/f.woff2'))).toBe(true);
