@@ -156,6 +156,8 @@ export interface CatpCounters extends EncoderCounters {
   /** Of those, proven by the client's token request, and ended unproven (no proof in time). */
   catpProven: number;
   catpUnprovenExpired: number;
+  /** Proofs whose round trip (token answer out, proof back) became the sender's first RTT sample. */
+  catpHandshakeRtts: number;
   /** Pages that could not be encoded (e.g. CATP_ERR_UNENCODABLE): answered normally. */
   catpEncodeErrors: number;
   /** Encoded-page cache hits / misses. */
@@ -191,6 +193,7 @@ export function newCatpCounters(): CatpCounters {
     catpIgnoredRepeats: 0,
     catpUnprovenStarts: 0,
     catpProven: 0,
+    catpHandshakeRtts: 0,
     catpUnprovenExpired: 0,
     catpEncodeErrors: 0,
     catpCacheHits: 0,
@@ -280,6 +283,7 @@ interface Session {
   /** Unproven: the address's budget (every frame is charged to it), and when its token last went. */
   budget: AmplificationBudget | null;
   tokenAt: number;
+  tokenResent: boolean;
   /** Deadline for the scheduler (ms, performance.now clock), and the session's heap position (-1 = none). */
   at: number;
   heapIndex: number;
@@ -545,9 +549,12 @@ export class CatpSessions {
       return true;
     }
     if (s.unprovenUntil === null) return false;
+    const now = this.now();
     this.setProven(s);
     this.c.catpProven++;
-    this.service(s, this.now());
+    // token answer out, proof back: the path's first RTT sample (not after a resent token: which one was answered?)
+    if (!s.tokenResent && s.sender.onHandshakeRtt(now, now - s.tokenAt)) this.c.catpHandshakeRtts++;
+    this.service(s, now);
     this.arm();
     return true;
   }
@@ -601,7 +608,7 @@ export class CatpSessions {
       key, mode: req.mode, sender, address: req.address, port: req.port,
       dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames,
       unprovenUntil: unproven === undefined ? null : this.now() + this.opts.unprovenTimeoutMs,
-      budget: unproven?.budget ?? null, tokenAt: this.now(), at: 0, heapIndex: -1, release,
+      budget: unproven?.budget ?? null, tokenAt: this.now(), tokenResent: false, at: 0, heapIndex: -1, release,
     };
     this.sessions.set(key, s);
     this.c.catpSessions++;
@@ -725,6 +732,7 @@ export class CatpSessions {
     this.arm();
     if (s.unprovenUntil === null || !s.sender.budgetBlocked || now - s.tokenAt < Math.max(50, s.sender.stats.srttMs)) return false;
     s.tokenAt = now;
+    s.tokenResent = true;
     return true;
   }
 

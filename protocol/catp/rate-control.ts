@@ -149,6 +149,7 @@ export class RateController {
     this.initialWindow = (opts.initialWindowFrames ?? 10) * opts.frameBytes;
     this.minWindow = (opts.minWindowFrames ?? 4) * opts.frameBytes;
     this.initialRtt = opts.initialRttMs ?? 100;
+    this.startRtt = this.initialRtt;
     this.maxRate = opts.maxRate ?? Infinity;
     this.minRate = Math.min(opts.minRate ?? 1, this.maxRate);
     this.bwWindow = opts.bwWindowRounds ?? 10;
@@ -189,7 +190,8 @@ export class RateController {
   /** Pacing rate in bytes per ms at `nowMs`. */
   pacingRate(nowMs: number): number {
     const bw = this.btlBw;
-    const base = bw > 0 ? bw : this.initialWindow / this.initialRtt;
+    // before a sample: the initial window over one RTT (the handshake's, when the sender was given it)
+    const base = bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
     let r = this.gain() * base;
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
@@ -286,6 +288,22 @@ export class RateController {
   }
 
   private stallRto = 1000;
+
+  /**
+   * An RTT measured before any send of ours was acknowledged (a server's address-validation round trip: token
+   * answer out, proof back). It sets startup's pacing — the initial window over one RTT, instead of over the
+   * assumed `initialRttMs` — and nothing else: it is the RTT of two small datagrams, and on a slow link a full
+   * frame's takes its serialization longer (at 10 kB/s, 50 against 140 ms), so as the min RTT it would shrink the
+   * window below the path's BDP. Ignored once a report has given a sample, and when longer than `initialRttMs`
+   * (a proof a busy client sent late must not make the start slower than it is without one).
+   */
+  seedRtt(rttMs: number): void {
+    if (this.latestAcked >= 0 || !(rttMs > 0) || !Number.isFinite(rttMs) || rttMs >= this.startRtt) return;
+    this.startRtt = rttMs;
+  }
+
+  /** The RTT the initial window is paced over before the first sample (`initialRttMs`, or a handshake's). */
+  private startRtt: number;
 
   /** The sender's current retransmission timeout (for stall detection). */
   setRto(rtoMs: number): void {

@@ -172,7 +172,8 @@ test('a load stopped while its request is being set up arms no load timer (one w
 test('a load stopped mid-way rejects with HOST_ERR_STOPPED and releases its request ID', async () => {
   const stop = new AbortController();
   let frames = 0;
-  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 20_000 } });
+  // slow: senders find their rate, so the bound is what keeps frames coming after the stop (one per ~60 ms)
+  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 20_000, maxRateBytesPerSec: 20_000 } });
   try {
     const loading = host.load(`dhttp://127.0.0.1:${slow.port}/article.html`, {
       mode: 'catp',

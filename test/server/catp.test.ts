@@ -108,6 +108,8 @@ interface FetchOptions {
    */
   firstContact?: 'answer' | 'ignore-first' | 'never';
   proofDelayMs?: number;
+  /** First contact: lose every frame that arrives before the proof goes (no report can echo one before it). */
+  loseFirstFlight?: boolean;
 }
 
 interface FetchResult {
@@ -296,6 +298,10 @@ class CatpClient {
         if (beforeProof !== undefined && !proofSent) {
           beforeProof.bytes += msg.length;
           beforeProof.frames++;
+          if (opts.loseFirstFlight) {
+            dropped++;
+            return;
+          }
         }
         if (loss > 0 && rng() < loss) {
           dropped++;
@@ -668,6 +674,23 @@ describe("first contact: an unproven address gets its session's first flight, th
     }
   });
 
+  test("the proof's round trip (token answer out, proof back) is the sender's first RTT sample", async () => {
+    const server = await startServer({ root, rng: seededRng(14) });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      const page = pages[1];
+      // (a report echoing a first-flight frame before the proof would give the sender its first sample instead)
+      const r = await client.fetch(`/${page.name}`, { firstContact: 'answer', loseFirstFlight: true });
+      expect(r.html).toBe(expectedTree(page.bytes));
+      expect(r.beforeProof!.tokenAnswers).toBe(1);
+      expect(server.counters().catpProven).toBe(1);
+      expect(server.counters().catpHandshakeRtts).toBe(1);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
   test("the token answer lost: the client's reports on its first flight bring it again, and the load completes", async () => {
     const server = await startServer({ root, rng: seededRng(12) });
     const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
@@ -678,6 +701,8 @@ describe("first contact: an unproven address gets its session's first flight, th
       expect(r.beforeProof!.tokenAnswers).toBe(2);
       expect(r.beforeProof!.frames).toBeGreaterThanOrEqual(2);
       expect(server.counters().catpProven).toBe(1);
+      // which of the two token answers the proof answered is unknown: no RTT sample from it
+      expect(server.counters().catpHandshakeRtts).toBe(0);
     } finally {
       client.close();
       await server.close();
@@ -787,7 +812,7 @@ describe('CATP limits and shutdown', () => {
   });
 
   test('close() during sessions stops them and clears the timer', async () => {
-    const server = await startServer({ root, rng: seededRng(3), catp: { rateBytesPerSec: 20_000 } });
+    const server = await startServer({ root, rng: seededRng(3), catp: { rateBytesPerSec: 20_000, maxRateBytesPerSec: 20_000 } });
     const clients = await Promise.all([0, 1, 2].map(() => new CatpClient(server).start()));
     try {
       for (const c of clients) await c.fetch(`/${pages[2].name}`, { noWait: true });

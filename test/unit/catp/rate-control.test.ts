@@ -4,6 +4,7 @@
  * follow a drop, and keep the queue short. The page is the in-order (raw) mode's frames: the same sender as CATP.
  */
 import { CatpAssembler, encodePage, encodeRaw, RawAssembler, RepairSender } from '../../../protocol/catp';
+import { RateController } from '../../../protocol/catp/rate-control';
 import { maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../helpers/bottleneck';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -143,5 +144,52 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
     expect(sender.error?.code).toBe('CATP_ERR_GAVE_UP');
     expect(t).toBeLessThanOrEqual(10_001);
     expect(sent).toBeLessThanOrEqual(10 + 4 * 7);
+  });
+});
+
+describe('the first round trip: a handshake RTT', () => {
+  const completeAt = (rate: number, delayMs: number, bytes: number, handshakeRttMs: number | null) => {
+    const raw = page(bytes);
+    const sender = new RepairSender(raw.frames, 0, { requestId: ID });
+    if (handshakeRttMs !== null) expect(sender.onHandshakeRtt(0, handshakeRttMs)).toBe(true);
+    const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate, delayMs });
+    expect(res.completeAt).not.toBeNull();
+    return res.completeAt!;
+  };
+
+  test('a handshake RTT (the server\'s token answer out, the proof back) paces the initial window over that RTT: a 10 MB/s, 5 ms path fills sooner than at the assumed 100 ms', () => {
+    expect(completeAt(10_000, 5, 650_000, 11)).toBeLessThan(completeAt(10_000, 5, 650_000, null) * 0.95);
+    // before any report: the initial window (10 frames) over 11 ms, at startup's gain
+    const fresh = new RepairSender(page(650_000).frames, 0, { requestId: ID });
+    const before = fresh.stats.rate;
+    fresh.onHandshakeRtt(0, 11);
+    expect(fresh.stats.rate / before).toBeCloseTo(100 / 11, 1);
+    expect(fresh.stats.srttMs).toBe(100); // the retransmission timeout waits for a frame's own RTT
+  });
+
+  test('on a 10 kB/s link two small datagrams\' round trip (~50 ms) is not taken as the min RTT of a frame (~140 ms): the transfer is no slower for it', () => {
+    const raw = page(100_000);
+    const sender = new RepairSender(raw.frames, 0, { requestId: ID });
+    sender.onHandshakeRtt(0, 50);
+    const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate: 10, delayMs: 10 });
+    expect(res.completeAt).not.toBeNull();
+    expect(sender.stats.control!.minRttMs).toBeGreaterThan(120);
+    expect(res.completeAt!).toBeLessThanOrEqual(completeAt(10, 10, 100_000, null) * 1.02);
+  });
+
+  test('a handshake RTT after the first report, a longer one than assumed, or a nonsense one, changes nothing', () => {
+    const c = new RateController({ frameBytes: 1000 });
+    for (let i = 0; i < 4; i++) c.onSend(i, 1000, false);
+    c.onAck(40, 1, 40, 2000, 38);
+    const pace = c.pacingRate(41);
+    c.seedRtt(5);
+    expect(c.minRttMs).toBe(38);
+    expect(c.pacingRate(41)).toBe(pace);
+    const d = new RateController({ frameBytes: 1000 });
+    const initial = d.pacingRate(0);
+    for (const bad of [0, -3, NaN, Infinity, 500]) d.seedRtt(bad);
+    expect(d.pacingRate(0)).toBe(initial);
+    const fixed = new RepairSender(page(10_000).frames, 0, { requestId: ID, pacing: 'fixed' });
+    expect(fixed.onHandshakeRtt(0, 10)).toBe(false);
   });
 });
