@@ -7,7 +7,8 @@ import { join, relative } from 'node:path';
 
 import ts from 'typescript';
 
-import { PayloadStore, StoreError, defaultStoreDir, sha256, siteOf } from '../../app/payload-store';
+import { PayloadStore, StoreError, defaultStoreDir, siteOf } from '../../app/payload-store';
+import { sha256 } from '../../platform/sha256';
 import { tempDir } from './helpers';
 
 let dir: ReturnType<typeof tempDir>;
