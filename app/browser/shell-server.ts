@@ -34,7 +34,7 @@ import { getHeader, parseTarget } from '../../protocol/dhttp';
 import type { BrowserEvent } from '../../protocol/browser/api';
 import { textDecoderFor, textEncoding } from '../../protocol/html-encoding';
 import { HostError } from '../errors';
-import type { FetchOptions, FetchResult } from '../dhttp-host';
+import type { FetchOptions, FetchResult } from '../host-api';
 import type { BrowserService } from './service';
 
 export const VIEW_CSP = [
