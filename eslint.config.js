@@ -23,7 +23,7 @@ module.exports = tseslint.config(
   {
     // Errors carry a stable code: every layer throws its own class (ProtocolError, HostError, ServerError,
     // LabError, RendererError, BenchError, UsageError, ...), never a bare Error.
-    files: ['protocol/**/*.ts', 'native/**/*.ts', 'app/**/*.ts', 'server/**/*.ts', 'renderer/**/*.ts', 'lab/**/*.ts', 'cli/**/*.ts', 'bench/**/*.ts', 'electron/**/*.ts'],
+    files: ['protocol/**/*.ts', 'native/**/*.ts', 'platform/**/*.ts', 'app/**/*.ts', 'server/**/*.ts', 'renderer/**/*.ts', 'lab/**/*.ts', 'cli/**/*.ts', 'bench/**/*.ts', 'electron/**/*.ts'],
     rules: {
       'no-restricted-syntax': ['error', {
         selector: "NewExpression[callee.name='Error'], CallExpression[callee.name='Error']",
@@ -35,7 +35,7 @@ module.exports = tseslint.config(
     // Sans-IO: no Node, no DOM, nothing of ours but protocol itself.
     files: ['protocol/**/*.ts'],
     rules: {
-      ...restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
+      ...restrict([...nodeBuiltins, '**/app/**', '**/native/**', '**/platform/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
         'protocol/ is sans-IO: no Node modules, no sockets, timers, clocks or files, and no other layer of ours.'),
       'no-restricted-globals': ['error', 'setTimeout', 'setInterval', 'setImmediate', 'performance', 'process', 'require', 'Buffer'],
       'no-restricted-properties': ['error', { object: 'Date', property: 'now' }],
@@ -43,16 +43,22 @@ module.exports = tseslint.config(
   },
   {
     files: ['native/**/*.ts'],
-    rules: restrict(['**/app/**', '**/protocol/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
+    rules: restrict(['**/app/**', '**/protocol/**', '**/platform/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
       'native/ wraps the addon only; protocol logic lives in protocol/.'),
   },
   {
+    // Node-only helpers the host and the server share (sha256): Node's built-ins, nothing of ours.
+    files: ['platform/**/*.ts'],
+    rules: restrict(['**/app/**', '**/native/**', '**/protocol/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**', '**/bench/**', '**/electron/**', '**/test/**'],
+      'platform/ may import Node built-ins only: app/ and server/ import it, never the reverse.'),
+  },
+  {
     files: ['app/**/*.ts'],
-    rules: restrict(['**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'app/ may import protocol/ and native/ only.'),
+    rules: restrict(['**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'app/ may import protocol/, native/ and platform/ only.'),
   },
   {
     files: ['server/**/*.ts'],
-    rules: restrict(['**/app/**', '**/native/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'server/ may import protocol/ only.'),
+    rules: restrict(['**/app/**', '**/native/**', '**/renderer/**', '**/lab/**', '**/cli/**'], 'server/ may import protocol/ and platform/ only.'),
   },
   {
     files: ['renderer/**/*.ts'],
@@ -60,7 +66,7 @@ module.exports = tseslint.config(
       // Only types may come from protocol/ (the browser API contract is protocol/browser/api.ts).
       '@typescript-eslint/no-restricted-imports': ['error', {
         patterns: [
-          { group: withIndex([...nodeBuiltins, '**/app/**', '**/native/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**']),
+          { group: withIndex([...nodeBuiltins, '**/app/**', '**/native/**', '**/platform/**', '**/server/**', '**/lab/**', '**/cli/**', '**/electron/**']),
             message: 'renderer/ runs in the page: no Node, and only protocol/ types.' },
           // protocol/silent-time.ts is the one value import: the metric itself, pure and dependency-free.
           { group: ['**/protocol/**', '!**/protocol/silent-time'], allowTypeImports: true,

@@ -4,6 +4,8 @@
 // local development server) may reach anything.
 import { BlockList, isIP } from 'node:net';
 
+import { HostError } from './errors';
+
 export type AddressSpace = 'loopback' | 'private' | 'public';
 
 const RANK: Record<AddressSpace, number> = { loopback: 0, private: 1, public: 2 };
@@ -37,4 +39,12 @@ export function addressSpaceOf(ip: string): AddressSpace {
 /** Whether a page served from `from` may have the host fetch from an address in `to`. */
 export function mayReach(from: AddressSpace, to: AddressSpace): boolean {
   return RANK[to] >= RANK[from];
+}
+
+/** Private Network Access: a page's fetch never reaches an address less public than the page's own (HOST_ERR_PRIVATE_NETWORK). */
+export function refuseLessPublic(url: string, from: AddressSpace, address: string): void {
+  const to = addressSpaceOf(address);
+  if (!mayReach(from, to)) {
+    throw new HostError('HOST_ERR_PRIVATE_NETWORK', `${url} is on a ${to} address (${address}); a ${from} page may not reach it`);
+  }
 }

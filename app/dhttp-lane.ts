@@ -9,7 +9,7 @@ import { Endpoint, type EndpointCounters, type Incoming, type Peer } from '../na
 import { DhttpClient, parseTarget, type ClientAction, type ClientCounters, type ClientEvent, type DhttpClientOptions, type RequestInit } from '../protocol/dhttp';
 import type { Decision } from '../protocol/dtd';
 import { catpCodec } from './catp-codec';
-import { sha256 } from './payload-store';
+import { sha256 } from '../platform/sha256';
 
 export interface LaneOptions {
   client?: Partial<Omit<DhttpClientOptions, 'udpPort' | 'tcpPort' | 'catp'>>;

@@ -19,7 +19,8 @@ import {
   type DtdMode,
   type DtdPolicyOptions,
 } from '../protocol/dtd';
-import { sha256, siteOf, type PayloadStore } from './payload-store';
+import { sha256 } from '../platform/sha256';
+import { siteOf, type PayloadStore } from './payload-store';
 
 export type DtdDecisionKind = 'hit' | 'miss' | 'no-digest' | 'not-eligible' | 'refetched' | 'mismatch';
 

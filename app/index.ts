@@ -1,5 +1,5 @@
+export { DhttpHost } from './dhttp-host';
 export {
-  DhttpHost,
   channels,
   type DhttpHostOptions,
   type FetchOptions,
@@ -7,7 +7,7 @@ export {
   type HostCounters,
   type LoadOptions,
   type LoadResult,
-} from './dhttp-host';
+} from './host-api';
 export { HostError } from './errors';
 export type { Displayable, FrameRecord, StreamEvent, StreamMode } from '../protocol/catp';
 export { BlockReuse, type BlockReuseOptions, type ReuseOutcome } from './block-reuse';

@@ -25,6 +25,7 @@ import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/pro
 
 import cacache from 'cacache';
 import { parseTarget } from '../protocol/dhttp/url';
+import { sha256 } from '../platform/sha256';
 import { HostError } from './errors';
 
 export type PrivacyScope = 'site' | 'any';
@@ -68,10 +69,6 @@ export class StoreError extends Error {
 export function siteOf(url: string): string {
   const t = parseTarget(url);
   return `${t.scheme}://${t.host}:${t.port}`;
-}
-
-export function sha256(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(createHash('sha256').update(bytes).digest());
 }
 
 function hex(d: Uint8Array): string {

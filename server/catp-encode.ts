@@ -5,7 +5,7 @@ import * as zlib from 'node:zlib';
 
 import { brotliCodec, encodePage, encodeRaw, type FrameCodec } from '../protocol/catp';
 import { textDecoderFor } from '../protocol/html-encoding';
-import { sha256 } from './digests';
+import { sha256 } from '../platform/sha256';
 
 export type CatpMode = 'catp' | 'inorder';
 /** 'best': brotli quality 11 per frame; 'fast': quality 5 (about 4× faster to encode, about 9% more bytes). */

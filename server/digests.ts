@@ -5,9 +5,7 @@
 import { createHash } from 'crypto';
 import { createReadStream } from 'fs';
 
-export function sha256(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(createHash('sha256').update(bytes).digest());
-}
+import { sha256 } from '../platform/sha256';
 
 export interface DigestCounters {
   digestsComputed: number;

@@ -8,7 +8,7 @@
 // protocol error code; nothing a peer sends can crash the process or grow memory without bound.
 import * as dgram from 'dgram';
 import * as net from 'net';
-import { createHash, randomBytes } from 'crypto';
+import { randomBytes } from 'crypto';
 import { AddressTokens, AmplificationBudget, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex } from '../protocol/dhttp/wire';
 import { getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
@@ -28,6 +28,7 @@ import { InboundConnection, type InboundDtd } from './inbound-connection';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits';
 import { OutboundPool, type OutboundCounters } from './outbound-pool';
 import { retryOverTcpResponse, retryWithTokenResponse } from './retry-responses';
+import { sha256 } from '../platform/sha256';
 
 export interface ServerOptions {
   /** Directory whose files are served. */
@@ -153,7 +154,7 @@ class Server implements DhttpServer {
   private readonly coded = new CodedBodyCache();
   private udpInFlight = 0;
   /** Address validation: tokens that prove a source address, and what each unproven address may still get. */
-  private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256: (b) => new Uint8Array(createHash('sha256').update(b).digest()) });
+  private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256 });
   private readonly budget = new AmplificationBudget();
   private readonly bodies: BodyBudget;
   private closed = false;

@@ -1,7 +1,8 @@
 // The browser host (shell-independent) and the Chromium-window / headless shells' host side.
 export * from '../../protocol/browser/api';
 export { BrowserService, type BrowserServiceOptions } from './service';
-export { startShellServer, viewUrlFor, VIEW_CSP, type ShellServer } from './shell-server';
+export { startShellServer, type ShellServer } from './shell-server';
+export { viewUrlFor, VIEW_CSP } from './frame-origin';
 export { startBrowserSession, defaultRendererDir, type BrowserSession, type BrowserSessionOptions } from './session';
 export { openAppWindow, openHeadless, chromiumFlags, onlyToFlags, chromiumAvailable, findChromium, hasDisplay, BROWSER_NAMES, CHROMIUM_PATH, BrowserUnavailableError, NoDisplayError } from './chromium';
 export { startLossyRelay, type LossyRelay } from './lossy-relay';

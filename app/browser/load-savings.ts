@@ -2,7 +2,7 @@
 // was estimated.
 import type { LoadSavings } from '../../protocol/browser/api';
 import type { ReuseOutcome } from '../block-reuse';
-import type { FetchResult } from '../dhttp-host';
+import type { FetchResult } from '../host-api';
 
 /** Figures to add to a load's savings; blocks and blocksReused replace the old figures (they are totals). */
 export type SavingsUpdate = Partial<LoadSavings>;

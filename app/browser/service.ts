@@ -3,7 +3,8 @@
 // coordinates: commands, navigation, the load being shown and its end; the pieces are history.ts,
 // redirects.ts, the per-transport event makers (stream-events.ts, tcp-events.ts, whole-event.ts),
 // load-savings.ts (what the payload store saved) and load-records.ts (the records renderers hand over).
-import { DhttpHost, type DhttpHostOptions, type FetchResult } from '../dhttp-host';
+import { DhttpHost } from '../dhttp-host';
+import type { DhttpHostOptions, FetchResult } from '../host-api';
 import type { PayloadStore } from '../payload-store';
 import { realtimeNs } from '../../native';
 import { getHeader, parseTarget } from '../../protocol/dhttp';

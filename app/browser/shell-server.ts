@@ -21,57 +21,24 @@
 // that this server answers itself with a certificate of its own (made at start, trusted by the frame's browser by
 // its key alone), fetched by the host only when the page names it as such a sub-resource, never from an address
 // less public than the page's (Private Network Access), never over plain http for an https page.
-import { X509Certificate, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+//
+// The frame origin's routes are in frame-origin.ts, the CONNECT tunnels in connect-tunnel.ts; this file holds the
+// app origin (the renderer, the API), the listeners and the checks that say which origin a request is for.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { TLSSocket, createSecureContext, type SecureContext } from 'node:tls';
 
 import { WebSocketServer, type WebSocket } from 'ws';
 
-import { getHeader, parseTarget } from '../../protocol/dhttp';
 import type { BrowserEvent } from '../../protocol/browser/api';
-import { textDecoderFor, textEncoding } from '../../protocol/html-encoding';
-import { HostError } from '../errors';
-import type { FetchOptions, FetchResult } from '../dhttp-host';
+import { startConnectTunnels } from './connect-tunnel';
+import { FrameRoutes, viewUrlFor } from './frame-origin';
 import type { BrowserService } from './service';
-
-export const VIEW_CSP = [
-  "default-src 'self' data:",
-  "script-src 'none'",
-  "object-src 'none'",
-  "frame-src 'none'",
-  "worker-src 'none'",
-  "connect-src 'none'",
-  "form-action 'none'",
-  // another origin's images, styles, fonts and media come through this server as the frame's proxy (see above)
-  "style-src 'self' 'unsafe-inline' data: http: https:",
-  "img-src 'self' data: http: https:",
-  "font-src 'self' data: http: https:",
-  "media-src 'self' data: http: https:",
-].join('; ');
 
 const APP_CSP = (hostPort: string, frameOrigin: string) =>
   `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self' ${frameOrigin}; object-src 'none'; base-uri 'none'; form-action 'none'`;
-
-const EMPTY_VIEW = '<!DOCTYPE html><html><head></head><body></body></html>';
-
-/**
- * The agent frame's document: our one script, admitted by a nonce made for this document, and the page frame —
- * sandboxed without scripts (the page's <script>s are inert to its parser, as in parse5's scripting-disabled
- * trees) and with allow-same-origin, so that the agent, on the same frame origin, can build it.
- */
-function agentDocument(): { html: string; csp: string } {
-  const nonce = randomBytes(18).toString('base64');
-  return {
-    html: '<!DOCTYPE html><html><head>'
-      + `<style nonce="${nonce}">html,body{margin:0;height:100%;overflow:hidden}iframe{display:block;border:0;width:100%;height:100%}</style>`
-      + '</head><body><iframe id="page" title="page" sandbox="allow-same-origin" src="/view/blank/"></iframe>'
-      + `<script src="/__catp/frame.js" nonce="${nonce}"></script></body></html>`,
-    csp: `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; frame-src 'self'; base-uri 'none'; form-action 'none'`,
-  };
-}
 
 export interface ShellServerOptions {
   /** Where app.html / app.js / app.css are (dist/renderer). */
@@ -138,7 +105,17 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   const onAppOrigin = (req: IncomingMessage) => req.headers.host === `${host}:${port}`;
   const otherOrigins: Record<string, number> = {};
   const count = (reason: string) => (refused[reason] = (refused[reason] ?? 0) + 1);
-  const tunnel = await tunnelCertificate();
+  const frameRoutes = new FrameRoutes({
+    service, count, otherOrigins,
+    frameOrigin: () => `http://${host}:${framePort}`,
+    resourceTimeoutMs: options.resourceTimeoutMs ?? 15_000,
+  });
+  // https:// sub-resources of other origins: CONNECT tunnels this server answers itself (connect-tunnel.ts)
+  const tunnels = await startConnectTunnels({
+    namesSubresourcesOn: (origin) => service.namesSubresourcesOn(origin),
+    onRequest: (target, req, res) => frameRoutes.anotherOrigin(target, req, res),
+    count,
+  });
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: Error) => {
@@ -150,7 +127,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!hostOk(req)) {
       // Chromium's proxy is this server (chromium.ts onlyToFlags): a request for another origin comes here
-      if (/^http:\/\//i.test(req.url ?? '')) return anotherOrigin(req.url ?? '', req, res);
+      if (/^http:\/\//i.test(req.url ?? '')) return frameRoutes.anotherOrigin(req.url ?? '', req, res);
       count(/^[a-z][a-z0-9+.-]*:\/\//i.test(req.url ?? '') ? 'proxied' : 'wrong-host');
       res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
       return;
@@ -169,11 +146,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(200, headers).end(body);
       return;
     }
-    if (path === '/__catp/agent.html' && onFrameOrigin(req)) {
-      const { html, csp } = agentDocument();
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': csp, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' }).end(html);
-      return;
-    }
+    if (path === '/__catp/agent.html' && onFrameOrigin(req)) return frameRoutes.agent(res);
     if (path.startsWith('/__catp/') && !path.startsWith('/__catp/canary')) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
       return;
@@ -187,147 +160,14 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       res.writeHead(204).end();
       return;
     }
-    const dest = req.headers['sec-fetch-dest'];
-    const view = /^\/view\/([^/]+)(\/.*)?$/.exec(req.url ?? '');
     if (!onFrameOrigin(req)) {
       // the page frame and its sub-resources live on the frame origin only
       count('wrong-origin');
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
       return;
     }
-    if (view && (dest === 'iframe' || dest === 'document' || dest === 'frame')) {
-      res.writeHead(200, {
-        'content-type': 'text/html; charset=utf-8',
-        'content-security-policy': VIEW_CSP,
-        'cache-control': 'no-store',
-        'x-content-type-options': 'nosniff',
-      }).end(EMPTY_VIEW);
-      return;
-    }
-    let target: string | null = null;
-    if (view) {
-      target = decodeURIComponent(view[1]!) + (view[2] ?? '/');
-    } else {
-      // root-relative: the page that asked for it (Referer), else the current load's origin
-      const referer = String(req.headers.referer ?? '');
-      const ref = referer.startsWith(`http://${host}:${framePort}/view/`) ? /^\/view\/([^/]+)/.exec(referer.slice(`http://${host}:${framePort}`.length)) : null;
-      const origin = ref ? decodeURIComponent(ref[1]!) : service.currentOrigin;
-      if (origin) target = origin + (req.url ?? '/');
-    }
-    if (target === null) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-      return;
-    }
-    let targetOrigin: string;
-    try {
-      targetOrigin = parseTarget(target).origin; // a target we cannot parse is refused here, not by the fetch
-    } catch {
-      res.writeHead(400, { 'content-type': 'text/plain' }).end('bad target');
-      return;
-    }
-    if (targetOrigin !== service.currentOrigin) {
-      // The frame's own URLs all resolve under the current page's origin; another origin named under /view/ is
-      // a page making the host fetch for it (any host and port: request forgery past Chromium's own rules).
-      count('cross-origin');
-      res.writeHead(403, { 'content-type': 'text/plain' }).end('another origin than the page');
-      return;
-    }
-    if (!service.named(target)) {
-      // the page's tree (or a stylesheet it loaded) does not name it: a request the page's markup did not make
-      count('not-named');
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not named by the page');
-      return;
-    }
-    await fetchFor(target, req, res, {});
+    await frameRoutes.page(req, res);
   }
-
-  /**
-   * A sub-resource on another origin than the page's (a proxied http:// request, or a request inside a tunnel
-   * this server answers for an https:// origin): fetched only when the page names it as an image, stylesheet,
-   * font or media, never over http:// for an https:// page, never from a less public address than the page's.
-   */
-  async function anotherOrigin(target: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const refuse = (status: number, reason: string, why: string) => {
-      count(reason);
-      res.writeHead(status, { 'content-type': 'text/plain' }).end(why);
-    };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(405, 'proxied', 'GET and HEAD only');
-    const page = service.currentUrl;
-    let pageTarget: ReturnType<typeof parseTarget>;
-    let wanted: ReturnType<typeof parseTarget>;
-    try {
-      if (page === null) return refuse(404, 'not-named', 'no page is shown');
-      pageTarget = parseTarget(page);
-      wanted = parseTarget(target);
-    } catch {
-      return refuse(400, 'proxied', 'bad target');
-    }
-    if (pageTarget.scheme === 'https' && wanted.scheme !== 'https') return refuse(403, 'mixed-content', 'an http:// sub-resource of an https:// page');
-    if (!service.namedSubresource(target)) return refuse(404, 'not-named', 'not named by the page as an image, stylesheet, font or media');
-    let reachFrom: FetchOptions['reachFrom'];
-    try {
-      reachFrom = await service.host.addressSpaceOf(pageTarget.host);
-    } catch {
-      return refuse(502, 'dns', 'the page\'s own host does not resolve');
-    }
-    // A font is fetched in CORS mode: the origin is asked for the page's origin, as Chromium would ask it, and its
-    // answer for that origin is passed on for the frame's (the frame origin).
-    const corsFrom = req.headers.origin !== undefined ? pageTarget.origin : null;
-    try {
-      // over DHTTP where that server speaks it (it answered this host over DHTTP before), else as asked
-      const channel = await fetchFor(target, req, res, { reachFrom, ...(corsFrom !== null ? { headers: [['Origin', corsFrom]] } : {}) }, corsFrom, service.host.overDhttpIfSpoken(target));
-      otherOrigins[channel] = (otherOrigins[channel] ?? 0) + 1;
-    } catch (err) {
-      if (err instanceof HostError && err.code === 'HOST_ERR_PRIVATE_NETWORK') return refuse(403, 'private-network', err.message);
-      throw err;
-    }
-  }
-
-  /** Fetches `target` through the host and answers the frame with it. */
-  async function fetchFor(
-    target: string, req: IncomingMessage, res: ServerResponse, fetchOptions: FetchOptions, corsFrom: string | null = null, fetchAs = target,
-  ): Promise<FetchResult['channel']> {
-    const result = await service.host.fetch(fetchAs, { timeoutMs: options.resourceTimeoutMs ?? 15_000, ...fetchOptions });
-    service.noteSubresource(result); // a DTD hit counts towards the page's savings (HUD, load record)
-    const r = result.response;
-    const type = getHeader(r.headers, 'content-type') ?? '';
-    if (r.status === 200 && /^text\/css\b/i.test(type)) service.noteStylesheet(target, textDecoderFor(textEncoding(type)).decode(r.body));
-    const headers: Record<string, string> = {
-      'content-type': getHeader(r.headers, 'content-type') ?? 'application/octet-stream',
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-      // a sub-resource opened on its own (e.g. an SVG) must not run either
-      'content-security-policy': VIEW_CSP,
-    };
-    // an answer that allows the page's origin (or any) allows the frame (the frame origin stands for the page's)
-    const allowed = getHeader(r.headers, 'access-control-allow-origin');
-    if (corsFrom !== null && allowed !== undefined && (allowed === '*' || allowed === corsFrom)) headers['access-control-allow-origin'] = '*';
-    res.writeHead(r.status, headers).end(req.method === 'HEAD' ? undefined : Buffer.from(r.body));
-    return result.channel;
-  }
-
-  // Requests inside the tunnels this server answers for https:// origins (the CONNECT handler below).
-  const tunnelled = new WeakMap<object, string>();
-  const tunnelServer = createServer((req, res) => {
-    const origin = tunnelled.get(req.socket);
-    const done = (err: Error) => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-      res.end(`catp-browser: ${err.message}`);
-    };
-    // the request's Host must be the origin the tunnel was opened for
-    let asked: string | null = null;
-    try {
-      asked = new URL(`https://${req.headers.host ?? ''}`).origin;
-    } catch {
-      asked = null; // a Host that is no host
-    }
-    if (origin === undefined || asked !== origin || !(req.url ?? '').startsWith('/')) {
-      count('wrong-host');
-      res.writeHead(421, { 'content-type': 'text/plain' }).end('wrong host');
-      return;
-    }
-    anotherOrigin(origin + (req.url ?? '/'), req, res).catch(done);
-  });
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -339,30 +179,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     refused[reason] = (refused[reason] ?? 0) + 1;
     socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   };
-
-  server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-    // A CONNECT through the proxy (https://, wss://): answered here, with our own certificate, for an origin the
-    // page names a sub-resource on; nothing else is tunnelled anywhere.
-    let origin: string | null = null;
-    try {
-      const u = new URL(`https://${req.url ?? ''}`);
-      if (u.username === '' && u.pathname === '/' && u.search === '') origin = u.origin;
-    } catch {
-      origin = null;
-    }
-    if (origin === null || !service.namesSubresourcesOn(origin)) {
-      count('proxied');
-      socket.destroy();
-      return;
-    }
-    socket.on('error', () => socket.destroy());
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    if (head.length > 0) socket.unshift(head);
-    const tls = new TLSSocket(socket, { isServer: true, secureContext: tunnel.context });
-    tls.on('error', () => tls.destroy());
-    tunnelled.set(tls, origin);
-    tunnelServer.emit('connection', tls);
-  });
+  server.on('connect', tunnels.onConnect);
 
   const onUpgrade = (req: IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => {
     if (!onAppOrigin(req)) return refuse(socket, 421, 'wrong-host');
@@ -436,7 +253,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     secret,
     appUrl: `${origin}/__catp/app.html#secret=${secret}&frame=${framePort}`,
     frameOrigin,
-    tunnelCert: { pem: tunnel.pem, spki: tunnel.spki },
+    tunnelCert: tunnels.cert,
     canaryHits,
     refused,
     otherOrigins,
@@ -445,37 +262,10 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       for (const ws of sockets) ws.terminate();
       wss.close();
       server.closeAllConnections();
-      tunnelServer.closeAllConnections();
+      tunnels.closeAllConnections();
       frameServer.closeAllConnections();
       await new Promise<void>((ok) => server.close(() => ok()));
       if (frameServer.listening) await new Promise<void>((ok) => frameServer.close(() => ok()));
     },
-  };
-}
-
-/** The frame URL for a page: /view/<encoded origin><path>, so relative URLs resolve under it. */
-export function viewUrlFor(origin: string, pageUrl: string): string {
-  try {
-    const t = parseTarget(pageUrl);
-    return `${origin}/view/${encodeURIComponent(t.origin)}${t.path}`;
-  } catch {
-    return `${origin}/view/invalid/`;
-  }
-}
-
-/**
- * A certificate of this launch's own (a fresh key, valid two days) for the tunnels: the frame's browser trusts its
- * key by hash, for nothing but the connections it makes through this server as its proxy.
- */
-async function tunnelCertificate(): Promise<{ pem: string; spki: string; context: SecureContext }> {
-  // selfsigned: an X.509 certificate from a fresh key (Node's crypto makes keys, not certificates)
-  const { generate } = await import('selfsigned');
-  const notAfter = new Date(Date.now() + 2 * 86_400_000);
-  const made = await generate([{ name: 'commonName', value: 'catp-browser shell' }], { algorithm: 'sha256', keySize: 2048, notAfterDate: notAfter });
-  const der = new X509Certificate(made.cert).publicKey.export({ type: 'spki', format: 'der' });
-  return {
-    pem: made.cert,
-    spki: createHash('sha256').update(der).digest('base64'),
-    context: createSecureContext({ key: made.private, cert: made.cert }),
   };
 }

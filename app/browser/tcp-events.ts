@@ -4,7 +4,7 @@
 import type { BrowserEvent } from '../../protocol/browser/api';
 import { getHeaders } from '../../protocol/dhttp';
 import { StreamingHtmlDecoder } from '../../protocol/html-encoding';
-import type { FetchResult } from '../dhttp-host';
+import type { FetchResult } from '../host-api';
 import { ArrivalStats } from './arrival-stats';
 import type { HttpStreamHead } from './http-stream';
 

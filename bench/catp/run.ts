@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
-import { sha256 } from '../../server/digests';
+import { sha256 } from '../../platform/sha256';
 import { brotliCodec, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
 
 

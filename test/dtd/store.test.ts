@@ -7,7 +7,8 @@ import { join, relative } from 'node:path';
 
 import ts from 'typescript';
 
-import { PayloadStore, StoreError, defaultStoreDir, sha256, siteOf } from '../../app/payload-store';
+import { PayloadStore, StoreError, defaultStoreDir, siteOf } from '../../app/payload-store';
+import { sha256 } from '../../platform/sha256';
 import { tempDir } from './helpers';
 
 let dir: ReturnType<typeof tempDir>;
@@ -169,7 +170,7 @@ test('bad options are refused with a named error', async () => {
 function buildChild(): string {
   const out = tempDir('catp-store-child-').dir;
   const root = join(__dirname, '..', '..');
-  for (const rel of ['app/payload-store.ts', 'app/errors.ts', 'protocol/errors.ts', 'protocol/dhttp/url.ts', 'test/dtd/store-writer-child.ts']) {
+  for (const rel of ['app/payload-store.ts', 'app/errors.ts', 'platform/sha256.ts', 'protocol/errors.ts', 'protocol/dhttp/url.ts', 'test/dtd/store-writer-child.ts']) {
     const js = ts.transpileModule(readFileSync(join(root, rel), 'utf8'), {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
     }).outputText;

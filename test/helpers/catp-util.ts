@@ -2,7 +2,6 @@
  * Shared helpers for the CATP tests: hashing, the frame codec, a seeded RNG, frame delivery, tree inspection,
  * and an in-memory lossy pipe.
  */
-import * as crypto from 'node:crypto';
 import * as zlib from 'node:zlib';
 import type { DefaultTreeAdapterMap } from 'parse5';
 import {
@@ -17,8 +16,9 @@ import {
   FRAME_KIND,
 } from '../../protocol/catp';
 import { seededRng } from '../../protocol/random';
+import { sha256 } from '../../platform/sha256';
 
-export const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
+export { sha256 };
 
 /**
  * The frame codec for tests where the wire bytes do not matter: brotli at quality 5 (the encoder's search

@@ -11,6 +11,7 @@ import * as os from 'os';
 import * as path from 'path';
 import * as parse5 from 'parse5';
 import { seededRng } from '../../protocol/random';
+import { sha256 } from '../../platform/sha256';
 import { startServer, type DhttpServer, type ServerCounters } from '../../server';
 import {
   decodeResponseDatagram,
@@ -27,7 +28,6 @@ import { brotliCodec, CatpAssembler, FRAME_KIND, RawAssembler, isCatpFrame, pars
 
 jest.setTimeout(30_000);
 
-const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(crypto.createHash('sha256').update(b).digest());
 /** The server compresses every frame on its own (brotli); the client decodes with the same codec. */
 const codec = brotliCodec(zlib);
 const newId = () => newRequestId((n) => crypto.randomBytes(n));

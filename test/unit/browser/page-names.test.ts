@@ -2,11 +2,10 @@
 import { HtmlNameScanner, MAX_PAGE_NAMES, PageNames, cssUrls, srcsetUrls } from '../../../app/browser/page-names';
 import { DomOpRecorder } from '../../../app/browser/dom-recorder';
 import { CatpAssembler, encodePage, CatpTreeBuilder } from '../../../protocol/catp';
-import { createHash } from 'node:crypto';
+import { sha256 } from '../../../platform/sha256';
 
 const PAGE = 'dhttp://example.test:8080/dir/page.html';
 const at = (path: string) => `dhttp://example.test:8080${path}`;
-const sha256 = (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest());
 
 const MARKUP = `<!DOCTYPE html><html><head><title>a <img src="not-a-tag.png"></title>
 <link rel="stylesheet" href="s.css"><link rel="preload" as="image" imagesrcset="p1.png 1x, p2.png 2x">

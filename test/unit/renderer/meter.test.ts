@@ -4,7 +4,7 @@ import { parse, serialize } from 'parse5';
 import { serializeDump } from '../../../app/browser/wire';
 import { DomOpRecorder } from '../../../app/browser/dom-recorder';
 import { encodePage, CatpAssembler, CatpTreeBuilder, type CatpAttr } from '../../../protocol/catp';
-import { sha256 } from '../../../app/payload-store';
+import { sha256 } from '../../../platform/sha256';
 import { buildRecord, longestGap, networkFloor, silentTime } from '../../../renderer/silent-time';
 import { DOM_OP, type DomOps, type DumpNode, type WireFrame } from '../../../protocol/browser/api';
 
