@@ -85,12 +85,12 @@ module.exports = tseslint.config(
   {
     // The command line: app, server, lab and the protocol types; no page code, no shells, no benchmarks.
     files: ['cli/**/*.ts'],
-    rules: restrict(['**/renderer/**', '**/electron/**', '**/bench/**'], 'cli/ may import app/, server/, lab/, protocol/ and native/ only.'),
+    rules: restrict(['**/renderer/**', '**/electron/**', '**/bench/**'], 'cli/ may import app/, server/, lab/, protocol/, native/ and platform/ only.'),
   },
   {
     // Benchmarks measure the other layers; nothing imports them, and they do not reach into the command line.
     files: ['bench/**/*.ts'],
-    rules: restrict(['**/cli/**', '**/renderer/**', '**/electron/**'], 'bench/ measures app/, server/, lab/, protocol/ and native/ directly, not through cli/.'),
+    rules: restrict(['**/cli/**', '**/renderer/**', '**/electron/**'], 'bench/ measures app/, server/, lab/, protocol/, native/ and platform/ directly, not through cli/.'),
   },
   {
     // Electron main process: like app/ (it is a shell's host side) plus Electron itself.
