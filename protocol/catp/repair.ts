@@ -637,7 +637,6 @@ export class RepairSender {
     if (this.reuse) out[11] |= FRAME_FLAG_REUSE;
     const cost = this.byFrames ? 1 : out.length;
     if (this.control !== null) {
-      // a send under an address-validation budget is limited by it, not by the path: its samples may understate
       this.sendIdx[seq] = this.control.onSend(nowMs, cost, !this.hasWork());
       this.rate = this.control.pacingRate(nowMs);
     }
