@@ -112,6 +112,16 @@ export interface DhttpHostOptions {
   reuse?: BlockReuseOptions | false;
 }
 
+/**
+ * How long a browser waits for an origin it has never heard from over DHTTP before it falls back to HTTP/1.1:
+ * the request and three resends, 300, 600 and 1,200 ms apart, then 2,400 ms more (the client doubles each
+ * wait): 4.5 s for a silent server (one that answers ICMP port unreachable is left at once). A first contact so
+ * survives a lost request and a lost answer or two on a lossy path (20% each way loses one try in three)
+ * without the page going over TCP. The browser and `catp get` use it alike, so what the lab measures with
+ * `catp get` (bench:congestion) is the browser's first contact.
+ */
+export const FIRST_CONTACT: NonNullable<DhttpHostOptions['client']> = { initialTimeoutMs: 300, fallbackAfterResends: 3 };
+
 export interface HostCounters {
   lanes: { bind: string; udpPort: number; tcpPort: number; endpoint: EndpointCounters; client: ClientCounters }[];
   sendErrors: number;

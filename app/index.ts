@@ -1,6 +1,7 @@
 export { DhttpHost } from './dhttp-host';
 export {
   channels,
+  FIRST_CONTACT,
   type DhttpHostOptions,
   type FetchOptions,
   type FetchResult,

@@ -4,7 +4,7 @@
 // redirects.ts, the per-transport event makers (stream-events.ts, tcp-events.ts, whole-event.ts),
 // load-savings.ts (what the payload store saved) and load-records.ts (the records renderers hand over).
 import { DhttpHost } from '../dhttp-host';
-import type { DhttpHostOptions, FetchResult } from '../host-api';
+import { FIRST_CONTACT, type DhttpHostOptions, type FetchResult } from '../host-api';
 import type { PayloadStore } from '../payload-store';
 import { realtimeNs } from '../../native';
 import { getHeader, parseTarget } from '../../protocol/dhttp';
@@ -94,7 +94,7 @@ export class BrowserService {
 
   constructor(private readonly options: BrowserServiceOptions = {}) {
     this.ownsHost = options.host === undefined;
-    const hostOptions = options.hostOptions ?? { client: { initialTimeoutMs: 400, fallbackAfterResends: 3 } };
+    const hostOptions = options.hostOptions ?? { client: FIRST_CONTACT };
     this.host = options.host ?? new DhttpHost(options.store ? { ...hostOptions, store: options.store } : hostOptions);
   }
 

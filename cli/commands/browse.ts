@@ -21,6 +21,7 @@ import {
 } from '../../app/browser';
 import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
 import { defaultStoreDir } from '../../app/payload-store';
+import { FIRST_CONTACT } from '../../app';
 import { labSupport } from '../../lab/link';
 import { packageRoot } from '../../native';
 import { hostLiteral, parseTarget } from '../../protocol/dhttp';
@@ -161,8 +162,8 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
     defaultTransport: (transportArg === 'inorder' ? 'inorder' : 'catp') as 'catp' | 'inorder',
     ...(effectiveRate !== undefined ? { rateBytesPerSec: effectiveRate } : {}),
     loadTimeoutMs: timeoutMs,
-    // under added loss a first request and its resend can both be lost: wait longer before falling back to HTTP
-    hostOptions: { client: { initialTimeoutMs: 300, fallbackAfterResends: relay ? 8 : 2, maxResends: relay ? 8 : 4 } },
+    // under the relay's added loss several tries in a row can be lost: wait longer before falling back to HTTP
+    hostOptions: { client: relay ? { ...FIRST_CONTACT, fallbackAfterResends: 8, maxResends: 8 } : FIRST_CONTACT },
     storeDir,
   };
   const done = async () => {

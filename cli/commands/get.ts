@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 
 import { serialize } from 'parse5';
 
-import { DhttpHost, channels, type FetchResult, type FrameRecord, type LoadResult, type StreamEvent } from '../../app';
+import { DhttpHost, FIRST_CONTACT, channels, type FetchResult, type FrameRecord, type LoadResult, type StreamEvent } from '../../app';
 import type { DtdOutcome } from '../../app/dtd';
 import type { ReuseOutcome } from '../../app/block-reuse';
 import { PayloadStore, defaultStoreDir } from '../../app/payload-store';
@@ -98,7 +98,7 @@ export async function get(argv: string[], io: Io): Promise<number> {
   if (values.store !== undefined && values['no-store']) throw new UsageError('--store and --no-store exclude each other');
   // in-order mode has no blocks and streamed answers no DTD: no store there
   const store = values['no-store'] || mode === 'inorder' ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
-  const host = new DhttpHost(store ? { store } : {});
+  const host = new DhttpHost(store ? { store, client: FIRST_CONTACT } : { client: FIRST_CONTACT });
   const unsubscribe = [
     channels.request.subscribe(({ requestId }) => log(`> ${values.method ?? 'GET'} ${url}  request id ${requestId}`)),
     channels.resend.subscribe((e) => {

@@ -103,3 +103,33 @@ describe('catp browse for a newcomer: what is missing, and what to do', () => {
     expect(r.stderr.toString()).toMatch(/exited with code \d+ before showing the window:\n[^]*(X server|DISPLAY|display)/);
   });
 });
+
+test("catp get towards a server that drops DHTTP datagrams: three resends, as the browser waits, then HTTP/1.1 on the same port", async () => {
+  const dgram = await import('node:dgram');
+  const http = await import('node:http');
+  // a plain HTTP/1.1 server, and a UDP socket on the same port that reads every datagram and answers none
+  const web = http.createServer((_req, res) => res.end('plain answer'));
+  await new Promise<void>((ok) => web.listen(0, '127.0.0.1', ok));
+  const port = (web.address() as { port: number }).port;
+  const silent = dgram.createSocket('udp4');
+  let datagrams = 0;
+  silent.on('message', () => datagrams++);
+  await new Promise<void>((ok) => silent.bind(port, '127.0.0.1', ok));
+  try {
+    const child = spawn(process.execPath, [CATP, 'get', '--no-store', '-v', `dhttp://127.0.0.1:${port}/x`], { env: env() });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((ok) => child.once('exit', ok));
+    expect(code).toBe(0);
+    expect(out).toBe('plain answer');
+    expect(err).toContain('resend #3');
+    expect(err).not.toContain('resend #4');
+    expect(err).toMatch(/falling back to plain HTTP\/1\.1/);
+    expect(datagrams).toBe(4); // the request and its three resends
+  } finally {
+    silent.close();
+    web.close();
+  }
+}, 20_000);
