@@ -295,11 +295,12 @@ export class RateController {
    * assumed `initialRttMs` — and nothing else: it is the RTT of two small datagrams, and on a slow link a full
    * frame's takes its serialization longer (at 10 kB/s, 50 against 140 ms), so as the min RTT it would shrink the
    * window below the path's BDP. Ignored once a report has given a sample, and when longer than `initialRttMs`
-   * (a proof a busy client sent late must not make the start slower than it is without one).
+   * (a proof a busy client sent late must not make the start slower than it is without one). True when taken.
    */
-  seedRtt(rttMs: number): void {
-    if (this.latestAcked >= 0 || !(rttMs > 0) || !Number.isFinite(rttMs) || rttMs >= this.startRtt) return;
+  seedRtt(rttMs: number): boolean {
+    if (this.latestAcked >= 0 || !(rttMs > 0) || !Number.isFinite(rttMs) || rttMs >= this.startRtt) return false;
     this.startRtt = rttMs;
+    return true;
   }
 
   /** The RTT the initial window is paced over before the first sample (`initialRttMs`, or a handshake's). */

@@ -516,12 +516,11 @@ export class RepairSender {
    * client's proof back, `rttMs` apart). Startup paces the initial window over it (RateController.seedRtt);
    * without it, over the assumed `initialRttMs`, which on a fast path (10 MB/s, 5 ms) spread the initial window
    * over ten round trips. The retransmission timeout keeps waiting for a frame's own RTT: two small datagrams'
-   * round trip is shorter than a frame's on a slow link. False (ignored) in 'fixed' pacing, after a report's
-   * sample, or for a nonsense value.
+   * round trip is shorter than a frame's on a slow link. False (ignored) in 'fixed' pacing, and whenever the
+   * controller does not take it (RateController.seedRtt).
    */
   onHandshakeRtt(nowMs: number, rttMs: number): boolean {
-    if (this.control === null || this.srtt !== null || !(rttMs > 0) || !Number.isFinite(rttMs)) return false;
-    this.control.seedRtt(rttMs);
+    if (this.control === null || !this.control.seedRtt(rttMs)) return false;
     this.rate = this.control.pacingRate(nowMs);
     this.stats.rate = this.rate * 1000;
     return true;

@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 
@@ -63,19 +63,25 @@ function proxied(shellPort: number, url: string): Promise<number> {
   });
 }
 
+/** Hands `ok` the first line `s` sends, then closes it; returns what has come so far. */
+function statusLine(s: Socket, ok: (line: string) => void): () => string {
+  let got = '';
+  s.on('data', (d: Buffer) => {
+    got += d.toString('latin1');
+    if (got.includes('\r\n')) {
+      ok(got.slice(0, got.indexOf('\r\n')));
+      s.destroy();
+    }
+  });
+  return () => got;
+}
+
 /** What the shell answers a CONNECT with: its status line, or 'closed'. */
 function connectAnswer(shellPort: number, authority: string): Promise<string> {
   return new Promise((ok) => {
     const s = connect(shellPort, '127.0.0.1', () => s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
-    let got = '';
-    s.on('data', (d) => {
-      got += d.toString('latin1');
-      if (got.includes('\r\n')) {
-        ok(got.slice(0, got.indexOf('\r\n')));
-        s.destroy();
-      }
-    });
-    s.on('close', () => ok(got === '' ? 'closed' : got));
+    const got = statusLine(s, ok);
+    s.on('close', () => ok(got() === '' ? 'closed' : got()));
     s.on('error', () => undefined);
   });
 }
@@ -86,14 +92,7 @@ function throughTunnel(shellPort: number, authority: string, request: string): P
     const s = connect(shellPort, '127.0.0.1', () => s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
     s.once('data', () => {
       const t = tlsConnect({ socket: s, rejectUnauthorized: false, servername: 'example.test' }, () => t.write(request));
-      let got = '';
-      t.on('data', (d) => {
-        got += d.toString('latin1');
-        if (got.includes('\r\n')) {
-          ok(got.slice(0, got.indexOf('\r\n')));
-          t.destroy();
-        }
-      });
+      statusLine(t, ok);
       t.on('error', fail);
     });
     s.on('error', fail);
