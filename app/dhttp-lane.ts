@@ -116,11 +116,17 @@ export class Lane {
   }
 
   private onIncoming(batch: Incoming[]): void {
-    const now = performance.now();
+    let now = performance.now();
     for (const item of batch) {
       switch (item.kind) {
         case 'datagram':
+          // the clock moves through a batch: the reports queued here go out now, and say how long they held
+          now = performance.now();
           this.client.receiveDatagram(item.data, peerAddress(item.peer), now, item.rxNs);
+          // what that datagram asked for goes now, not after the rest of the batch: a token answer's proof, which
+          // the server's whole page waits for, came behind a first flight's frames (8 ms on a cold client), and
+          // a report's RTT sample would carry the batch's processing time
+          if (!this.closed) this.performActions();
           break;
         case 'tcp-open':
           if (item.inbound) {
@@ -163,10 +169,7 @@ export class Lane {
     try {
       for (let busy = true; busy; ) {
         busy = false;
-        for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
-          this.perform(action);
-          busy = true;
-        }
+        if (this.performActions()) busy = true;
         for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
           this.onEvent(event);
           busy = true;
@@ -176,6 +179,16 @@ export class Lane {
       this.pumping = false;
     }
     this.arm();
+  }
+
+  /** Carries out the actions the client queued; true when there were any. */
+  private performActions(): boolean {
+    let any = false;
+    for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
+      this.perform(action);
+      any = true;
+    }
+    return any;
   }
 
   private map(key: number, conn: number): void {

@@ -205,11 +205,15 @@ async function loadStream(
     ? new Promise<void>((ok, fail) => timeline.on('close', () => ok()).on('error', fail))
     : null;
   let refused = 0;
+  // The tree is built once the load is over, from the events in their order: as in the browser, where the
+  // renderer builds it in its own process, parse5's work does not sit between the datagrams (and delay their
+  // reports); `catp get` renders nothing before the end anyway.
+  const treeEvents: CatpEvent[] = [];
   const onFrame = (record: FrameRecord, events: StreamEvent[]) => {
     if (!record.accepted) refused++;
     for (const ev of events) {
       if (ev.type === 'prefix-extended') chunks.push(ev.bytes);
-      else if (mode === 'catp') tree.apply(ev as CatpEvent);
+      else if (mode === 'catp') treeEvents.push(ev as CatpEvent);
     }
     timeline?.write(`${JSON.stringify(record)}\n`);
   };
@@ -220,7 +224,7 @@ async function loadStream(
       onFrame,
       // blocks filled from the store (block reuse) go into the same tree
       onLocalFill: (events) => {
-        for (const ev of events) if (mode === 'catp') tree.apply(ev as CatpEvent);
+        for (const ev of events) if (mode === 'catp') treeEvents.push(ev as CatpEvent);
       },
       ...(opts.rate !== undefined ? { rateBytesPerSec: opts.rate } : {}),
     });
@@ -236,6 +240,7 @@ async function loadStream(
         `${result.firstFrameAtMs === null ? '-' : (result.firstFrameAtMs - result.startedAtMs).toFixed(1)} ms`,
     );
     if (mode === 'inorder') return { kind: 'stream', body: Buffer.concat(chunks) };
+    for (const ev of treeEvents) tree.apply(ev);
     if (tree.root === null) throw new HostError('HOST_ERR_NO_SKELETON', 'the page completed without a skeleton');
     return { kind: 'stream', body: Buffer.from(serialize(tree.root)) };
   } finally {

@@ -186,8 +186,12 @@ export abstract class AssemblerBase<E extends { type: string }> {
     return r;
   }
 
-  /** Take one datagram. Never throws. */
-  receive(bytes: Uint8Array, nowMs: number): ReceiveResult {
+  /**
+   * Take one datagram. Never throws. `arrivedAtMs` (on the clock of `nowMs`, not after it): when the datagram
+   * reached this host, if known (a kernel receive time); the report's echo delay runs from then, so a frame that
+   * waited behind others in a busy client's socket or batch does not lengthen the sender's RTT sample.
+   */
+  receive(bytes: Uint8Array, nowMs: number, arrivedAtMs: number = nowMs): ReceiveResult {
     this.count('frames');
     const before = this.queue.length - this.qHead;
     let seq: number | undefined;
@@ -199,17 +203,17 @@ export abstract class AssemblerBase<E extends { type: string }> {
       kind = h.kind;
       this.checkHeader(h);
       if (this.ended) {
-        this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs);
+        this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs, undefined, arrivedAtMs);
         throw new Reject(REJECT.AFTER_END);
       }
       const payload = bytes.subarray(HEADER_BYTES);
       const stored = this.stored(h.seq);
       if (stored !== null) {
-        this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs);
+        this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs, undefined, arrivedAtMs);
         throw new Reject(bytesEqual(stored, payload) ? REJECT.DUPLICATE : REJECT.CONTRADICTING_DUPLICATE);
       }
       // Mark first so that a frame refused inside take() can unmark itself.
-      this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs, h.id);
+      this.receiver.onFrame(h.seq, h.total, h.pageId, nowMs, h.id, arrivedAtMs);
       this.take(h, payload.slice());
       this.count('accepted');
       return { accepted: true, seq, kind, events: this.queue.length - this.qHead - before };

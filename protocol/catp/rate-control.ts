@@ -191,7 +191,8 @@ export class RateController {
   pacingRate(nowMs: number): number {
     const bw = this.btlBw;
     // before a sample: the initial window over one RTT (the handshake's, when the sender was given it)
-    const base = bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
+    const initial = this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
+    const base = bw > 0 ? (this.firstFlightFloor() ? Math.max(bw, this.initialWindow / this.startRtt) : bw) : initial;
     let r = this.gain() * base;
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
@@ -207,8 +208,29 @@ export class RateController {
     // acks come in batches (every 2 frames or 10 ms, one report per 5 ms at most, a busy client's event loop):
     // the window also covers the longest recent gap between acks, or a path whose RTT is below it (loopback, a
     // LAN, a client busy painting) never fills — BBR's extra_acked, measured more simply
-    return Math.max(this.minWindow, gain * bw * (this.minRttMs + Math.min(MAX_ACK_ALLOWANCE_MS, this.ackGapRecent())));
+    const w = Math.max(this.minWindow, gain * bw * (this.minRttMs + Math.min(MAX_ACK_ALLOWANCE_MS, this.ackGapRecent())));
+    return this.firstFlightFloor() ? Math.max(w, this.initialWindow) : w;
   }
+
+  /**
+   * After a first flight (address validation: a few frames, as many as the unproven address's budget allowed,
+   * then a pause until the proof), the first samples measure that budget, not the path: three frames per round
+   * trip, where a TCP sender's first sample is its initial window's ten. On a fast path that put the estimate
+   * at a tenth of what the initial window had paced at, and startup spent three extra rounds climbing back. So
+   * while startup's frames come back as fast as the handshake's two small datagrams did (RTT ≤ 1.25 × the
+   * handshake's + 2 ms: no serialization or queue in sight, the path is faster than anything we sent), the
+   * window and the pacing stay at least at the initial window's — as BBR's startup never lowers either. On a
+   * slow path a frame's RTT shows its serialization at once (10 kB/s: ~140 ms against the handshake's ~50) and
+   * the samples rule from the first report, as before.
+   */
+  private firstFlightFloor(): boolean {
+    return this.state === 'startup' && this.handshakeRtt !== null && !this.pathShownSlow;
+  }
+
+  /** The handshake's RTT, when `seedRtt` took one. */
+  private handshakeRtt: number | null = null;
+  /** An RTT sample came back well above the handshake's: the path's serialization or a queue is in sight. */
+  private pathShownSlow = false;
 
   /**
    * Bytes in flight: sent after the latest acknowledged send, and not older than the retransmission timeout
@@ -300,6 +322,7 @@ export class RateController {
   seedRtt(rttMs: number): boolean {
     if (this.latestAcked >= 0 || !(rttMs > 0) || !Number.isFinite(rttMs) || rttMs >= this.startRtt) return false;
     this.startRtt = rttMs;
+    this.handshakeRtt = rttMs;
     return true;
   }
 
@@ -366,6 +389,7 @@ export class RateController {
     this.latestAcked = sendIdx;
     this.lastProgressAt = nowMs;
     this.stallsSeen = 0;
+    if (this.handshakeRtt !== null && rttMs > this.handshakeRtt * 1.25 + 2) this.pathShownSlow = true;
     if (rttMs >= 0 && (rttMs <= this.minRtt || nowMs - this.minRttAt > MIN_RTT_WINDOW_MS)) {
       this.minRtt = rttMs;
       this.minRttAt = nowMs;

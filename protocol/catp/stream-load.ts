@@ -167,7 +167,7 @@ export class StreamLoad {
     }
     this.lastFrameAtMs = nowMs;
     this.bytes += data.length;
-    const r = this.assembler.receive(data, nowMs);
+    const r = this.assembler.receive(data, nowMs, this.arrivedAt(nowMs, rxNs));
     if (r.code === 'CATP_DUPLICATE' && r.seq !== undefined && this.localBlocks.size > 0 && this.assembler instanceof CatpAssembler) {
       const b = this.assembler.blockAtSeq(r.seq);
       if (b !== null && this.localBlocks.has(b)) this.arrivedAnyway.add(b);
@@ -186,6 +186,16 @@ export class StreamLoad {
       displayable: step.events.map(displayable).filter((d): d is Displayable => d !== null),
     };
     return { record, step };
+  }
+
+  /**
+   * When the kernel received a datagram, on the clock of `nowMs`: the request's send time on both clocks maps
+   * one onto the other. Never after `nowMs`, nor more than a second before it (CLOCK_REALTIME may be stepped).
+   */
+  private arrivedAt(nowMs: number, rxNs: bigint | null): number {
+    if (rxNs === null || this.sentRealtimeNs === null) return nowMs;
+    const at = this.sentAtMs + Number(rxNs - this.sentRealtimeNs) / 1e6;
+    return Number.isFinite(at) ? Math.min(nowMs, Math.max(nowMs - 1000, at)) : nowMs;
   }
 
   /**

