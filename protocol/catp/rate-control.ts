@@ -192,8 +192,8 @@ export class RateController {
   pacingRate(nowMs: number): number {
     const bw = this.btlBw;
     // before a sample: the initial window over one RTT (the handshake's, when the sender was given it)
-    const initial = this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
-    const base = bw > 0 ? (this.firstFlightFloor() ? Math.max(bw, this.initialWindow / this.startRtt) : bw) : initial;
+    let base = bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
+    if (bw > 0 && this.firstFlightFloor()) base = Math.max(base, this.initialWindow / this.startRtt);
     let r = this.gain() * base;
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
@@ -225,11 +225,13 @@ export class RateController {
    * the samples rule from the first report, as before.
    */
   private firstFlightFloor(): boolean {
-    return this.state === 'startup' && this.handshakeRtt !== null && !this.pathShownSlow;
+    return this.state === 'startup' && this.seeded && !this.pathShownSlow;
   }
 
-  /** The handshake's RTT, when `seedRtt` took one. */
-  private handshakeRtt: number | null = null;
+  /** `seedRtt` took a handshake's RTT (it only takes one shorter than the assumed `initialRttMs`). */
+  private get seeded(): boolean {
+    return this.startRtt < this.initialRtt;
+  }
   /** An RTT sample came back well above the handshake's: the path's serialization or a queue is in sight. */
   private pathShownSlow = false;
 
@@ -323,7 +325,6 @@ export class RateController {
   seedRtt(rttMs: number): boolean {
     if (this.latestAcked >= 0 || !(rttMs > 0) || !Number.isFinite(rttMs) || rttMs >= this.startRtt) return false;
     this.startRtt = rttMs;
-    this.handshakeRtt = rttMs;
     return true;
   }
 
@@ -390,7 +391,7 @@ export class RateController {
     this.latestAcked = sendIdx;
     this.lastProgressAt = nowMs;
     this.stallsSeen = 0;
-    if (this.handshakeRtt !== null && rttMs > this.handshakeRtt * 1.25 + 2) this.pathShownSlow = true;
+    if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
     if (rttMs >= 0 && (rttMs <= this.minRtt || nowMs - this.minRttAt > MIN_RTT_WINDOW_MS)) {
       this.minRtt = rttMs;
       this.minRttAt = nowMs;

@@ -167,7 +167,8 @@ export class StreamLoad {
     }
     this.lastFrameAtMs = nowMs;
     this.bytes += data.length;
-    const r = this.assembler.receive(data, nowMs, this.arrivedAt(nowMs, rxNs));
+    const kernelAtMs = rxNs === null || this.sentRealtimeNs === null ? null : Number(rxNs - this.sentRealtimeNs) / 1e6;
+    const r = this.assembler.receive(data, nowMs, this.arrivedAt(nowMs, kernelAtMs));
     if (r.code === 'CATP_DUPLICATE' && r.seq !== undefined && this.localBlocks.size > 0 && this.assembler instanceof CatpAssembler) {
       const b = this.assembler.blockAtSeq(r.seq);
       if (b !== null && this.localBlocks.has(b)) this.arrivedAnyway.add(b);
@@ -177,7 +178,7 @@ export class StreamLoad {
     if (r.accepted && r.kind === FRAME_KIND.DATA) this.dataWire += data.length - HEADER_BYTES;
     const record: FrameRecord = {
       atMs: nowMs - this.sentAtMs,
-      kernelAtMs: rxNs === null || this.sentRealtimeNs === null ? null : Number(rxNs - this.sentRealtimeNs) / 1e6,
+      kernelAtMs,
       bytes: data.length,
       seq: r.seq ?? null,
       kind: r.kind === undefined ? null : KIND_NAMES[r.kind],
@@ -189,13 +190,13 @@ export class StreamLoad {
   }
 
   /**
-   * When the kernel received a datagram, on the clock of `nowMs`: the request's send time on both clocks maps
-   * one onto the other. Never after `nowMs`, nor more than a second before it (CLOCK_REALTIME may be stepped).
+   * When the kernel received a datagram (`kernelAtMs` after the request, on CLOCK_REALTIME), on the clock of
+   * `nowMs`: the request's send time on both clocks maps one onto the other. Never after `nowMs`, nor more than a
+   * second before it (CLOCK_REALTIME may be stepped).
    */
-  private arrivedAt(nowMs: number, rxNs: bigint | null): number {
-    if (rxNs === null || this.sentRealtimeNs === null) return nowMs;
-    const at = this.sentAtMs + Number(rxNs - this.sentRealtimeNs) / 1e6;
-    return Number.isFinite(at) ? Math.min(nowMs, Math.max(nowMs - 1000, at)) : nowMs;
+  private arrivedAt(nowMs: number, kernelAtMs: number | null): number {
+    if (kernelAtMs === null || !Number.isFinite(kernelAtMs)) return nowMs;
+    return Math.min(nowMs, Math.max(nowMs - 1000, this.sentAtMs + kernelAtMs));
   }
 
   /**
