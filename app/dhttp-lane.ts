@@ -125,8 +125,9 @@ export class Lane {
           this.client.receiveDatagram(item.data, peerAddress(item.peer), now, item.rxNs);
           // what that datagram asked for goes now, not after the rest of the batch: a token answer's proof, which
           // the server's whole page waits for, came behind a first flight's frames (8 ms on a cold client), and
-          // a report's RTT sample would carry the batch's processing time
-          if (!this.closed) this.performActions();
+          // a report's RTT sample would carry the batch's processing time. Its events go up now too: a first
+          // flight arrives as one batch, and its first frame's paint must not wait for the others' assembly.
+          this.pump();
           break;
         case 'tcp-open':
           if (item.inbound) {

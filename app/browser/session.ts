@@ -7,6 +7,7 @@ import { packageRoot } from '../../native';
 import { defaultStoreDir, PayloadStore } from '../payload-store';
 import { BrowserService, type BrowserServiceOptions } from './service';
 import { startShellServer, type ShellServer } from './shell-server';
+import { warmUpLoadPath } from './warm-up';
 import { HostError } from '../errors';
 
 export function defaultRendererDir(): string {
@@ -46,6 +47,14 @@ export async function startBrowserSession(options: BrowserSessionOptions = {}): 
   const service = new BrowserService(opened ? { ...options, store: opened } : options);
   const shell = await startShellServer(service, { rendererDir, ...(options.unixSocket ? { unixSocket: options.unixSocket } : {}) });
   service.setViewUrl(shell.viewUrl);
+  // while the shell (Chromium, Electron) starts: the first page's frames then meet compiled code (warm-up.ts)
+  setTimeout(() => {
+    try {
+      warmUpLoadPath();
+    } catch {
+      // only a head start: a load that follows runs the same code and reports its own errors
+    }
+  }, 0).unref();
   return {
     service,
     shell,

@@ -14,7 +14,7 @@ import { type LoadResult } from './load-result';
 
 export type { LoadResult } from './load-result';
 import { longestGap } from './stats';
-import { tracePackets, writeLoadTrace } from './trace';
+import { traceBrowser, tracePackets, writeLoadTrace } from './trace';
 
 export interface RunOptions {
   pages: PageSpec[];
@@ -192,7 +192,8 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     else r.ok = true;
     if (o.traceDir !== undefined) {
       const endNs = requestNs + BigInt(Math.round((endMs + 500) * 1e6));
-      writeLoadTrace(o.traceDir, { load: r, packets: tracePackets(log, requestNs, endNs, { address: link.serverAddress, port }) });
+      const packets = tracePackets(log, requestNs, endNs, { address: link.serverAddress, port });
+      writeLoadTrace(o.traceDir, { load: r, packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
     }
     return r;
   } catch (err) {

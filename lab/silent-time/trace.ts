@@ -1,11 +1,13 @@
 // A load's timeline for a person asking "why did this load paint when it did": every packet the emulator saw
 // (arrive, depart, drop; both directions), in ms from the request, beside the load's visible updates. One
-// JSON file per load (`catp silent-time --trace DIR`).
+// JSON file per load (`catp silent-time --trace DIR`). For our browser, also its own account: when each frame
+// reached the host and when each `dom` event was sent, received, applied and painted.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { LinkLog } from '../link';
 import type { LoadResult } from './load-result';
+import type { BrowserTimeline } from './transports';
 
 export interface TracePacket {
   /** ms from the request (negative: before it) */
@@ -20,9 +22,27 @@ export interface TracePacket {
   reason?: string;
 }
 
+/** Our browser's account of the load (catp, inorder, tcp), ms from the request. */
+export interface TraceBrowser {
+  /** frames (or TCP reads) as the host's socket received them */
+  arrivals: Array<{ t: number; seq: number | null; kind: string | null; bytes: number; useful: boolean }>;
+  /** CATP: each `dom` event (a frame that made something displayable), its stages in order */
+  dom: Array<{ sent: number | null; received: number | null; applied: number | null; painted: number | null }>;
+}
+
 export interface LoadTrace {
   load: LoadResult;
   packets: TracePacket[];
+  browser?: TraceBrowser;
+}
+
+/** A browser timeline in ms from the request, rounded to µs. */
+export function traceBrowser(t: BrowserTimeline, requestNs: bigint): TraceBrowser {
+  const ms = (ns: bigint | undefined) => (ns === undefined ? null : Math.round(Number(ns - requestNs) / 1e3) / 1e3);
+  const n = Math.max(t.domSentNs.length, t.domReceivedNs.length, t.domAppliedNs.length, t.domPaintedNs.length);
+  const dom: TraceBrowser['dom'] = [];
+  for (let i = 0; i < n; i++) dom.push({ sent: ms(t.domSentNs[i]), received: ms(t.domReceivedNs[i]), applied: ms(t.domAppliedNs[i]), painted: ms(t.domPaintedNs[i]) });
+  return { arrivals: t.arrivals.map((a) => ({ t: ms(a.atNs)!, seq: a.seq, kind: a.kind, bytes: a.bytes, useful: a.useful })), dom };
 }
 
 /** The trace file's name for a load: page, transport, loss and repetition, safe for any file system. */

@@ -70,6 +70,18 @@ export interface TransportLoad {
   protocol?: string;
   /** analysis the transport already did (chromium) — recomputed by the runner against the request time */
   reanalyze?: (requestNs: bigint) => UpdatesResult;
+  /** our browser's own account (frames as the host received them, `dom` events host → renderer → paint), for --trace */
+  timeline?: BrowserTimeline;
+}
+
+/** Our browser's record of a load, CLOCK_MONOTONIC ns: when each frame reached the host's socket, and each `dom`
+ * event's stages (host sent it, renderer received it, its operations applied, the paint that showed it). */
+export interface BrowserTimeline {
+  arrivals: Array<{ atNs: bigint; seq: number | null; kind: string | null; bytes: number; useful: boolean }>;
+  domSentNs: bigint[];
+  domReceivedNs: bigint[];
+  domAppliedNs: bigint[];
+  domPaintedNs: bigint[];
 }
 
 export interface Transport {
@@ -148,6 +160,24 @@ interface BrowseRecord {
   updates: Array<{ atEpochMs: number }>;
   outcome?: string;
   error?: string;
+  arrivals?: Array<{ atEpochMs: number; seq: number | null; kind: string | null; bytes: number; useful: boolean }>;
+  domSentAtEpochMs?: number[];
+  domReceivedAtEpochMs?: number[];
+  domAppliedAtEpochMs?: number[];
+  domPaintedAtEpochMs?: number[];
+}
+
+/** The browser's own account of a load (its record's arrivals and `dom` event stages), on the link's clock. */
+function browserTimeline(rec: BrowseRecord, toNs: (epochMs: number) => bigint): BrowserTimeline {
+  const list = (xs: unknown): bigint[] => (Array.isArray(xs) ? xs.filter((x): x is number => typeof x === 'number').map(toNs) : []);
+  const arrivals = Array.isArray(rec.arrivals) ? rec.arrivals.filter((a) => typeof a?.atEpochMs === 'number') : [];
+  return {
+    arrivals: arrivals.map((a) => ({ atNs: toNs(a.atEpochMs), seq: a.seq ?? null, kind: a.kind ?? null, bytes: a.bytes, useful: a.useful === true })),
+    domSentNs: list(rec.domSentAtEpochMs),
+    domReceivedNs: list(rec.domReceivedAtEpochMs),
+    domAppliedNs: list(rec.domAppliedAtEpochMs),
+    domPaintedNs: list(rec.domPaintedAtEpochMs),
+  };
 }
 
 function readFrames(file: string): PageFramesFile {
@@ -254,7 +284,7 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         return {
           warnings, pageHeight: frames.contentHeight ?? undefined,
           navStartNs, requestHintNs: toNs(rec.requestAtEpochMs), updateNs: [], frameNs: fa.frameNs, loadEventNs: null,
-          method: 'compositor', markerNs: updateNs, reanalyze: fa.reanalyze,
+          method: 'compositor', markerNs: updateNs, reanalyze: fa.reanalyze, timeline: browserTimeline(rec, toNs),
         };
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });

@@ -287,6 +287,29 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
         const delivered = trace.packets.filter((p) => p.serverSide && p.dir === 's2c' && p.ev === 'depart');
         expect(delivered.length).toBeGreaterThanOrEqual(r.usefulPackets);
         if (r.loss === 0) expect(trace.packets.filter((p) => p.ev === 'drop' && p.reason === 'loss')).toHaveLength(0);
+        // our browser's own account on the same clock: its frames after the request, and for CATP each `dom` event's
+        // stages in order (sent by the host, received by the renderer, applied, painted)
+        if (r.transport === 'chromium') {
+          expect(trace.browser).toBeUndefined();
+          continue;
+        }
+        const b = trace.browser!;
+        expect(b.arrivals.length).toBeGreaterThan(0);
+        for (const a of b.arrivals) expect(a.t).toBeGreaterThan(0);
+        expect(b.arrivals.filter((a) => a.useful).length).toBeGreaterThanOrEqual(1);
+        if (r.transport !== 'catp') {
+          expect(b.dom).toEqual([]);
+          continue;
+        }
+        expect(b.arrivals.every((a) => a.kind === 'index' || a.kind === 'data')).toBe(true);
+        expect(b.dom.length).toBeGreaterThan(0);
+        const firstUseful = b.arrivals.find((a) => a.useful)!.t;
+        for (const d of b.dom) {
+          expect(d.sent!).toBeGreaterThanOrEqual(firstUseful);
+          expect(d.received!).toBeGreaterThanOrEqual(d.sent! - 1); // two processes' reads of one clock
+          expect(d.applied!).toBeGreaterThanOrEqual(d.received!);
+          expect(d.painted!).toBeGreaterThanOrEqual(d.applied!);
+        }
       }
 
       const ts = ['chromium', 'catp', 'inorder', 'tcp'];
