@@ -2,9 +2,9 @@
 // shell starts: CATP (frames → StreamLoad → the tree builder → DOM operations) and in-order (raw frames → the
 // decoder → the name scanner). V8 compiles a function on its first call and optimizes it after many, so without
 // this the first page a user opens pays that on its first frames, at the moment they wait for its first paint:
-// a cold process took 17–26 ms from a real page's first frame to its `dom` event, a warm one 3–8
-// (`catp silent-time --trace`). Nothing is sent, counted or stored: the frames never touch a socket, and the
-// events go nowhere.
+// from a real page's first frame to its `dom` event, a fresh process took 12–29 ms (mean per page, the lab's
+// 50,000 B/s link, `catp silent-time --trace`), 5–15 with this. Nothing is sent, counted or stored: the frames
+// never touch a socket, and the events go nowhere.
 import { encodePage, encodeRaw, StreamLoad, type StreamMode } from '../../protocol/catp';
 import { HostError } from '../errors';
 import { sha256 } from '../../platform/sha256';
