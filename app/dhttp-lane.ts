@@ -127,7 +127,8 @@ export class Lane {
           // the server's whole page waits for, came behind a first flight's frames (8 ms on a cold client), and
           // a report's RTT sample would carry the batch's processing time. Its events go up now too: a first
           // flight arrives as one batch, and its first frame's paint must not wait for the others' assembly.
-          this.pump();
+          // (The timer is re-armed once, after the batch.)
+          this.drain();
           break;
         case 'tcp-open':
           if (item.inbound) {
@@ -159,18 +160,27 @@ export class Lane {
     this.pump();
   }
 
+  /** Drains both queues, then re-arms the timer (once: the client's next deadline after all of that work). */
+  private pump(): void {
+    this.drain();
+    this.arm();
+  }
+
   /**
    * Carries out every action the client queued and hands its events up, until both queues are empty (handling
-   * an event may queue actions, e.g. a DTD decision), then re-arms the timer. A call from inside the handler
-   * leaves its work to the loop already running, so events go up one at a time, in order.
+   * an event may queue actions, e.g. a DTD decision). A call from inside the handler leaves its work to the loop
+   * already running, so events go up one at a time, in order.
    */
-  private pump(): void {
+  private drain(): void {
     if (this.pumping || this.closed) return;
     this.pumping = true;
     try {
       for (let busy = true; busy; ) {
         busy = false;
-        if (this.performActions()) busy = true;
+        for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
+          this.perform(action);
+          busy = true;
+        }
         for (let event = this.client.nextEvent(); event !== null; event = this.client.nextEvent()) {
           this.onEvent(event);
           busy = true;
@@ -179,17 +189,6 @@ export class Lane {
     } finally {
       this.pumping = false;
     }
-    this.arm();
-  }
-
-  /** Carries out the actions the client queued; true when there were any. */
-  private performActions(): boolean {
-    let any = false;
-    for (let action = this.client.nextAction(); action !== null; action = this.client.nextAction()) {
-      this.perform(action);
-      any = true;
-    }
-    return any;
   }
 
   private map(key: number, conn: number): void {

@@ -13,7 +13,7 @@ import { HtmlNameScanner, PageNames } from './page-names';
 import { StreamLoadEvents } from './stream-events';
 
 /** What a page is made of, in small: head, styles, links, lists, a table, inline markup, an image, SVG, a comment. */
-const WARM_PAGE = `<!DOCTYPE html>
+export const WARM_UP_PAGE = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>catp-browser warm-up</title>
 <link rel="stylesheet" href="/warm/site.css"><link rel="icon" href="/warm/icon.png">
@@ -46,7 +46,7 @@ export interface WarmUpLoad {
 /** One load of `frames` in `mode`, in send order, through StreamLoad and the renderer's events. */
 function loadOnce(mode: StreamMode, frames: readonly Uint8Array[]): WarmUpLoad {
   const done: WarmUpLoad = { frames: frames.length, indexFrames: 0, domEvents: 0, domOps: 0, textChars: 0 };
-  const requestId = new Uint8Array([0x80, 0x57, 0x41, 0x52, 0x4d, 0x55, 0x50, mode === 'catp' ? 1 : 2]);
+  const requestId = new Uint8Array([0x80, 0x57, 0x41, 0x52, 0x4d, 0x55, 0x50, 0x31]);
   const load = new StreamLoad({ mode, requestId, otherPort: 0, sha256, codec: catpCodec, sentAtMs: 0, sentRealtimeNs: null });
   const names = new PageNames(PAGE_URL);
   const scanner = new HtmlNameScanner(names);
@@ -78,14 +78,12 @@ function loadOnce(mode: StreamMode, frames: readonly Uint8Array[]): WarmUpLoad {
  * the last round did, and throws if a load did not complete.
  */
 export function warmUpLoadPath(rounds = 3): { catp: WarmUpLoad; inorder: WarmUpLoad } {
-  const bytes = new TextEncoder().encode(WARM_PAGE);
+  const bytes = new TextEncoder().encode(WARM_UP_PAGE);
   // small frames: several index and data frames, as a real page has (this one compresses to two or three)
   const page = encodePage(bytes, { sha256, codec: catpCodec, maxPayload: 400 });
   const raw = encodeRaw(bytes, { sha256 });
-  let last = { catp: loadOnce('catp', page.frames), inorder: loadOnce('inorder', raw.frames) };
-  for (let i = 1; i < rounds; i++) last = { catp: loadOnce('catp', page.frames), inorder: loadOnce('inorder', raw.frames) };
+  const round = () => ({ catp: loadOnce('catp', page.frames), inorder: loadOnce('inorder', raw.frames) });
+  let last = round();
+  for (let i = 1; i < rounds; i++) last = round();
   return last;
 }
-
-/** The warm-up page's markup (for its tests). */
-export const WARM_UP_PAGE = WARM_PAGE;
