@@ -6,7 +6,7 @@ import type { DOM_OP as DomOpCodes, DomOps } from '../protocol/browser/api';
 import type { CatpAttr, DocumentMode } from '../protocol/catp/index-piece';
 
 // The renderer imports protocol/ as types only: the op codes are repeated here, and the type says they match.
-const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, DOCTYPE: 4, CONTENT: 5, PLACEHOLDER: 6, INSERT: 7, REMOVE: 8, SET_TEXT: 9, SET_ATTRS: 10 };
+const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, DOCTYPE: 4, CONTENT: 5, PLACEHOLDER: 6, INSERT: 7, REMOVE: 8, SET_TEXT: 9, SET_ATTRS: 10, INSERT_TEXT: 11 };
 
 export const HTML_NS = 'http://www.w3.org/1999/xhtml';
 const PLACEHOLDER_TAG_NAME = 'catp-missing';
@@ -261,6 +261,17 @@ export class DomOpApplier {
         }
         (node as CharacterData).data = v;
         return at + 3;
+      }
+      case DOM_OP.INSERT_TEXT: {
+        const node = this.node(ops[at + 1]);
+        const offset = ops[at + 2];
+        const v = this.str(ops[at + 3]);
+        if (node === null || v === null || !('data' in node) || typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0 || offset > (node as CharacterData).length) {
+          this.bad++;
+          return at + 4;
+        }
+        (node as CharacterData).insertData(offset, v);
+        return at + 4;
       }
       case DOM_OP.SET_ATTRS: {
         const node = this.node(ops[at + 1]);

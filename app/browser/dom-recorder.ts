@@ -114,4 +114,9 @@ export class DomOpRecorder implements CatpTreeSink<number> {
     this.ops.push(DOM_OP.SET_TEXT, node, value);
     this.names?.css(value);
   }
+
+  insertText(node: number, offset: number, text: string, around: string): void {
+    this.ops.push(DOM_OP.INSERT_TEXT, node, offset, text);
+    this.names?.css(around);
+  }
 }

@@ -36,6 +36,8 @@ export const TRANSPORTS: readonly Transport[] = ['catp', 'inorder', 'tcp', 'whol
  *   REMOVE       8, h                            detach h (and forget it)
  *   SET_TEXT     9, h, value
  *   SET_ATTRS   10, h, attrCount, (name, value, attrNs, prefix) × attrCount   (a provisional element's attributes)
+ *   INSERT_TEXT 11, h, offset, text             insert text into h's data at offset (UTF-16 units): one part of a
+ *                                               text whose parts arrive apart, in any order
  *
  * `ns` is 0 html, 1 svg, 2 mathml, or the namespace URI as a string; `attrNs` and `prefix` are '' for none.
  */
@@ -52,6 +54,7 @@ export const DOM_OP = {
   REMOVE: 8,
   SET_TEXT: 9,
   SET_ATTRS: 10,
+  INSERT_TEXT: 11,
 } as const;
 
 

@@ -118,6 +118,13 @@ function applyOps(ops: DomOps): { root: DumpNode & { t: 'doc' }; placeholders: n
         (nodes.get(h)!.node as { v: string }).v = ops[at + 2] as string;
         at += 3;
         break;
+      case DOM_OP.INSERT_TEXT: {
+        const n = nodes.get(h)!.node as { v: string };
+        const off = ops[at + 2] as number;
+        n.v = n.v.slice(0, off) + (ops[at + 3] as string) + n.v.slice(off);
+        at += 4;
+        break;
+      }
       case DOM_OP.SET_ATTRS: {
         const el = nodes.get(h)!.node as DumpNode & { t: 'el' };
         const [a, next] = attrs(at + 2);
