@@ -1,0 +1,105 @@
+// The renderer's DOM-operation applier (renderer/dom-ops.ts) in Chromium, against parse5: a page's frames arrive in
+// reverse order (every index piece before the one it follows: placeholders that later go), one `dom` batch per
+// frame, and after EVERY batch the live document is exactly the tree the host's builder holds (parse5's sink fed the
+// same events). The applier holds inserts into the live document to the end of a slice; this checks that holding
+// them never changes what the document holds when a batch is done.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { serialize } from 'parse5';
+
+import { openHeadless } from '../../app/browser';
+import type { HeadlessPage } from '../../app/browser/chromium';
+import { DomOpRecorder } from '../../app/browser/dom-recorder';
+import { serializeDump } from '../../app/browser/wire';
+import { CatpAssembler, CatpTreeBuilder, encodePage, parse5TreeBuilder } from '../../protocol/catp';
+import type { DomOps, DumpNode } from '../../protocol/browser/api';
+import { sha256 } from '../../platform/sha256';
+import { chromiumPresent } from './helpers';
+import { describeIf } from '../helpers/requires';
+
+const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
+jest.setTimeout(120_000);
+
+const ROOT = join(__dirname, '..', '..');
+const rows = Array.from({ length: 30 }, (_, i) => `<tr><td>${i}</td><td>cell <b>${i}</b></td></tr>`).join('');
+const HTML = `<!DOCTYPE html><html><head><title>ops</title><style>td{padding:2px}</style></head><body>
+<h1 id=top>Held inserts</h1>${Array.from({ length: 12 }, (_, i) => `<section><h2>S${i}</h2><p>Para ${i} with <a href="#top">a link</a> and <em>words</em>. ${'lorem ipsum '.repeat(20)}</p><ul><li>a${i}</li><li>b${i}</li></ul></section>`).join('\n')}
+<table>${rows}</table><template><i>t</i></template><svg viewBox="0 0 1 1"><circle r="1"/></svg><pre>${'line\n'.repeat(200)}</pre></body></html>`;
+
+maybe('DOM operations applied in Chromium', () => {
+  let server: Server;
+  let head: HeadlessPage;
+  beforeAll(async () => {
+    const bundle = await build({
+      stdin: {
+        contents: `import { DomOpApplier } from './renderer/dom-ops'; import { dumpDocument } from './renderer/dump'; Object.assign(window, { DomOpApplier, dumpDocument });`,
+        resolveDir: ROOT,
+        loader: 'ts',
+      },
+      bundle: true,
+      format: 'iife',
+      target: 'chrome110',
+      write: false,
+      logLevel: 'warning',
+    });
+    const js = bundle.outputFiles[0]!.text;
+    server = createServer((req, res) => {
+      if (req.url === '/ops.js') {
+        res.setHeader('content-type', 'text/javascript');
+        res.end(js);
+      } else if (req.url === '/frame.html') {
+        res.setHeader('content-type', 'text/html');
+        res.end('<!DOCTYPE html><html><head></head><body></body></html>');
+      } else {
+        res.setHeader('content-type', 'text/html');
+        res.end('<!DOCTYPE html><script src="/ops.js"></script><iframe id="f" src="/frame.html" sandbox="allow-same-origin" style="width:800px;height:600px"></iframe>');
+      }
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    head = await openHeadless(url);
+    await head.page.goto(url);
+    await head.page.waitForFunction('document.getElementById("f").contentDocument?.readyState === "complete"');
+  });
+  afterAll(async () => {
+    await head?.close();
+    await new Promise((ok) => server?.close(ok));
+  });
+
+  test('frames in reverse order: after every batch the live document is the builder’s tree', async () => {
+    const page = encodePage(HTML, { sha256, maxPayload: 300 });
+    expect(page.indexFrames).toBeGreaterThan(3);
+    const asm = new CatpAssembler({ sha256 });
+    asm.start(0);
+    const recorder = new DomOpRecorder();
+    const tree = new CatpTreeBuilder(recorder);
+    const model = parse5TreeBuilder();
+    const steps: Array<{ ops: DomOps; expected: string }> = [];
+    for (const f of [...page.frames].reverse()) {
+      asm.receive(f, 0);
+      for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
+        tree.apply(ev);
+        model.apply(ev);
+      }
+      const ops = recorder.take();
+      if (ops.length > 0) steps.push({ ops, expected: serialize(model.root!) });
+    }
+    expect(asm.finished).toBe(true);
+    expect(steps.length).toBeGreaterThanOrEqual(page.indexFrames);
+    // index placeholders were there mid-way, and went
+    expect(steps.some((s) => s.expected.includes('data-catp-kind="index"'))).toBe(true);
+    expect(steps.at(-1)!.expected).not.toContain('catp-missing');
+
+    await head.page.evaluate('window.applier = new window.DomOpApplier(document.getElementById("f").contentDocument)');
+    for (const [k, s] of steps.entries()) {
+      // pushed as the frame agent does: applied in slices, `done` once all of it is in the document
+      const got = (await head.page.evaluate(
+        `new Promise((ok) => window.applier.push(${JSON.stringify(s.ops)}, () => ok({ tree: window.dumpDocument(document.getElementById('f').contentDocument, 'no-quirks'), bad: window.applier.bad })))`,
+      )) as { tree: DumpNode; bad: number };
+      expect(got.bad).toBe(0);
+      expect([k, serializeDump(got.tree)]).toEqual([k, s.expected]);
+    }
+  });
+});
