@@ -1,7 +1,8 @@
 /**
  * CATP benchmark over the real-pages corpus: encode and assemble throughput (MB/s of HTML), index and all wire
  * bytes as a percentage of the page's bytes and against the page's gzip size, where the index's (decoded) bytes
- * go, frames per page. Prints a table and writes bench/results/catp.json.
+ * go, frames per page, and the browser host's whole path per frame (assembling, the tree builder's DOM operations,
+ * their JSON for the renderer). Prints a table and writes bench/results/catp.json.
  * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
  * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
  */
@@ -10,7 +11,9 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
 import { sha256 } from '../../platform/sha256';
-import { brotliCodec, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
+import { brotliCodec, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, StreamLoad, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
+import { PageNames } from '../../app/browser/page-names';
+import { StreamLoadEvents } from '../../app/browser/stream-events';
 
 
 function corpus(): string | null {
@@ -65,6 +68,8 @@ function main(): void {
   let asmMs = 0;
   let asmTreeMs = 0;
   let decompressMs = 0;
+  let hostMs = 0;
+  let domJson = 0;
   let totIndex = 0;
   let totIndexRaw = 0;
   let totWire = 0;
@@ -110,6 +115,21 @@ function main(): void {
       }
     }
     const asmTree = (performance.now() - t) / reps;
+    // ... and the browser host's whole path for a frame, in arrival order: the stream load (assembler, reports),
+    // the tree builder into DOM operations with the page's names, and the JSON the renderer's socket carries
+    t = performance.now();
+    let json = 0;
+    for (let i = 0; i < reps; i++) {
+      const load = new StreamLoad({ mode: 'catp', requestId: page.frames[0].slice(0, 8), otherPort: 0, sha256, codec, sentAtMs: 0, sentRealtimeNs: null });
+      const events = new StreamLoadEvents(1, 0, new PageNames('dhttp://127.0.0.1/page.html'));
+      json = 0;
+      page.frames.forEach((frame, k) => {
+        const { record, step } = load.receive(frame, k + 1, null);
+        for (const ev of events.frame(record, step.events)) if (ev.type === 'dom') json += JSON.stringify(ev).length;
+      });
+    }
+    hostMs += (performance.now() - t) / reps;
+    domJson += json;
     const wire = page.frames.reduce((n, fr) => n + fr.length, 0);
     const indexWire = page.indexBytes + page.indexFrames * 32;
     const gz = zlib.gzipSync(bytes).length;
@@ -149,6 +169,10 @@ function main(): void {
     assembleWithTreeMBps: +(mb / (asmTreeMs / 1000)).toFixed(1),
     /** The frames' decompression alone (each frame on its own, as the receiver must): a ceiling for assembling. */
     decompressOnlyMBps: +(mb / (decompressMs / 1000)).toFixed(1),
+    /** The browser host's path per frame (stream load, tree builder, DOM operations, their JSON), in order. */
+    hostPathMBps: +(mb / (hostMs / 1000)).toFixed(1),
+    /** The `dom` events' JSON (what the renderer is handed) as % of the page's bytes. */
+    domEventsJsonPctOfPage: +((100 * domJson) / totBytes).toFixed(1),
     indexPctOfPage: +((100 * totIndex) / totBytes).toFixed(1),
     wireBytesPctOfPage: +((100 * totWire) / totBytes).toFixed(1),
     gzipPctOfPage: +((100 * totGzip) / totBytes).toFixed(1),
