@@ -56,7 +56,8 @@ export class DomOpApplier {
    * Inserts into the live document, held until the end of the slice (or until an operation needs them done), in
    * order. A piece's nodes come parent first: inserted at once, each new child went into the live document on its
    * own, with its share of the document's bookkeeping. Held, a piece's top nodes wait while their descendants go into
-   * them detached, and each goes in once, whole: a real page's first index frame applies in about half the time.
+   * them detached, and each goes in once, whole. The first index frame of four real pages, in Chromium (20 fresh
+   * pages each): 7–35% less time (a table page most); built wholly detached it would take about half.
    */
   private readonly attach: Array<{ parent: Node; node: Node; before: Node | null }> = [];
   private running = false;
