@@ -9,7 +9,7 @@ import { connectApi } from './api-client';
 import type { DocumentMode } from '../protocol/catp/index-piece';
 import { PORT_MESSAGE, type FrameStats, type FromFrame, type ToFrame } from './frame-protocol';
 import { buildRecord, epochNow, longestGap, networkFloor, PaintClock, round } from './meter';
-import { drawTimeline } from './timeline';
+import { drawTimeline, watchTimeline } from './timeline';
 import { RendererError } from './errors';
 
 const $ = <T extends Element>(sel: string): T => {
@@ -497,6 +497,7 @@ function lastTime(load: LoadState): number {
 setInterval(() => {
   if (cur && !cur.finished) render();
 }, 150);
+watchTimeline(ui.timeline, render);
 
 // ---- controls ------------------------------------------------------------------------------------------
 

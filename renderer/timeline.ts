@@ -20,11 +20,28 @@ export interface TimelineData {
   floor: Gap;
 }
 
-/** Redraws the timeline into `svg` (width × height from its box). */
+/**
+ * The timeline's box, as a ResizeObserver last reported it. Reading `clientWidth` while drawing forced a synchronous
+ * layout of the app page (its HUD text had just changed) every time the HUD redrew during a load, every 150 ms, on
+ * the renderer's main thread, which the page frame shares; the layout now waits for the next frame like any other.
+ */
+const boxes = new WeakMap<SVGSVGElement, { width: number; height: number }>();
+
+/** Keeps the timeline's box size for drawTimeline; `onResize` runs after each change (and once, at the start). */
+export function watchTimeline(svg: SVGSVGElement, onResize: () => void): void {
+  if (typeof ResizeObserver !== 'function') return;
+  new ResizeObserver((entries) => {
+    for (const e of entries) boxes.set(svg, { width: e.contentRect.width, height: e.contentRect.height });
+    onResize();
+  }).observe(svg);
+}
+
+/** Redraws the timeline into `svg` (width × height from its box, as watchTimeline last saw it; never read here). */
 export function drawTimeline(svg: SVGSVGElement, d: TimelineData): void {
   const doc = svg.ownerDocument;
-  const width = Math.max(200, svg.clientWidth || 600);
-  const height = Math.max(80, svg.clientHeight || 120);
+  const box = boxes.get(svg);
+  const width = Math.max(200, box?.width || 600);
+  const height = Math.max(80, box?.height || 120);
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   const left = 60;

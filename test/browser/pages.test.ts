@@ -30,6 +30,15 @@ maybe('pages in the app', () => {
     expect(record.silentTimeMs).toBeGreaterThan(0);
     expect(record.updates.length).toBeGreaterThan(0);
     expect(record.arrivals.length).toBeGreaterThan(0);
+    // the HUD's timeline is drawn at its box's size, which it learns without reading layout while it draws
+    const tl = (await rig.page.evaluate(`(() => {
+      const svg = document.getElementById('timeline');
+      const [, , w, h] = (svg.getAttribute('viewBox') || '').split(' ').map(Number);
+      return { w, h, boxW: svg.clientWidth, boxH: svg.clientHeight, marks: svg.childElementCount };
+    })()`)) as { w: number; h: number; boxW: number; boxH: number; marks: number };
+    expect(tl.w).toBe(Math.max(200, tl.boxW));
+    expect(tl.h).toBe(Math.max(80, tl.boxH));
+    expect(tl.marks).toBeGreaterThan(3);
   });
 
   test('corpus pages: DOM equals parse5', async () => {
