@@ -42,8 +42,17 @@ const FOUND = findChromium();
 export const CHROMIUM_PATH = FOUND ?? '/usr/bin/chromium';
 
 /**
- * Flags every launch uses: no background traffic, no QUIC, no first-run UI; as root, no sandbox.
- * `disableFeatures` adds to the features turned off (the lab's measuring browser turns off more).
+ * Browser UI we never show, turned off so that it takes no CPU from the page. `WebUIOmniboxAimPopup`: Chromium 156
+ * builds its omnibox's "AI mode" popup (chrome://omnibox-popup.top-chrome/omnibox_popup_aim.html) in a renderer
+ * of its own with every tabbed window, headless ones too (ours, the lab's, the benches'; an --app window has no
+ * omnibox): about 0.5 s of CPU in the first seconds (browser and that renderer, from /proc), just while the first
+ * page loads, on a machine of two cores.
+ */
+export const UNUSED_BROWSER_UI = ['PreloadTopChromeWebUI', 'WebUIOmniboxPopup', 'WebUIOmniboxAimPopup'];
+
+/**
+ * Flags every launch uses: no background traffic, no QUIC, no first-run UI, no browser UI we never show; as root,
+ * no sandbox. `disableFeatures` adds to the features turned off (the lab's measuring browser turns off more).
  */
 export function chromiumFlags(disableFeatures: readonly string[] = []): string[] {
   const flags = [
@@ -53,7 +62,7 @@ export function chromiumFlags(disableFeatures: readonly string[] = []): string[]
     '--no-first-run',
     '--no-default-browser-check',
     '--disable-quic',
-    `--disable-features=${['Translate', 'MediaRouter', 'OptimizationHints', 'PreloadTopChromeWebUI', 'WebUIOmniboxPopup', ...disableFeatures].join(',')}`,
+    `--disable-features=${['Translate', 'MediaRouter', 'OptimizationHints', ...UNUSED_BROWSER_UI, ...disableFeatures].join(',')}`,
     '--password-store=basic',
     '--use-mock-keychain',
   ];
