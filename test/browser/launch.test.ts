@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import { openHeadless, type HeadlessPage } from '../../app/browser';
+import { openHeadless, type HeadlessPage } from '../../app/browser/chromium';
 import { chromiumPresent } from './helpers';
 import { describeIf } from '../helpers/requires';
 
