@@ -736,6 +736,17 @@ export class CatpSessions {
     return true;
   }
 
+  /**
+   * A first contact's padding datagram came from `address` (its bytes are in the address's budget already): the
+   * unproven session it pads for sends what the budget now allows of its first flight.
+   */
+  onPadding(address: string, idHex: string): void {
+    const s = this.sessions.get(CatpSessions.key(address, idHex));
+    if (s === undefined || s.unprovenUntil === null) return;
+    this.service(s, this.now());
+    this.arm();
+  }
+
   /** Send what the sender lets go now, end it if finished, else (re)schedule it. */
   private service(s: Session, now: number): void {
     const sender = s.sender;

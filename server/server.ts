@@ -9,8 +9,8 @@
 import * as dgram from 'dgram';
 import * as net from 'net';
 import { randomBytes } from 'crypto';
-import { AddressTokens, AmplificationBudget, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
-import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodeRequest, encodeResponse, idToHex } from '../protocol/dhttp/wire';
+import { AddressTokens, AmplificationBudget, TOKEN_ANSWER_BYTES, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
+import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodePadding, decodeRequest, encodeResponse, idToHex, isPaddingDatagram } from '../protocol/dhttp/wire';
 import { getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
 import { CodedBodyCache } from './content-coding';
 import { isCatpReport } from '../protocol/catp';
@@ -56,6 +56,8 @@ export interface ServerCounters extends CatpCounters, DtdCounters, OutboundCount
   udpRequests: number;
   /** Dropped datagrams by error code (DHTTP_ERR_..., HTTP_ERR_...). */
   udpMalformed: Record<string, number>;
+  /** Padding datagrams of first contacts (wire.ts FLAG_PADDING), well-formed: counted toward their address's budget. */
+  udpPadding: number;
   /** Well-formed requests answered "resend over TCP" because maxUdpInFlight were being answered (overload). */
   udpOverload: number;
   /** UDP requests for a file too large to read whole, answered "resend over TCP" (the client's connection streams it). */
@@ -106,8 +108,6 @@ export interface DhttpServer {
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /** A request datagram is at most 1460 bytes anyway; this only keeps the parser's bounds explicit. */
 const UDP_HTTP_LIMITS = { maxHeaderBytes: MAX_DATAGRAM_PAYLOAD, maxBodyBytes: MAX_DATAGRAM_PAYLOAD };
-/** The "ask again with this token" answer is about 130 bytes (ID included); room kept for it in a first flight. */
-const TOKEN_ANSWER_BYTES = 160;
 
 function cryptoRng(): () => number {
   let pool = randomBytes(0);
@@ -196,6 +196,7 @@ class Server implements DhttpServer {
       udpDatagrams: 0,
       udpRequests: 0,
       udpMalformed: {},
+      udpPadding: 0,
       udpOverload: 0,
       fileAnswersToTcp: 0,
       resentRequests: 0,
@@ -263,6 +264,20 @@ class Server implements DhttpServer {
       // (address, ID); its otherPort is not a DHTTP port and is not checked.
       // true: an unproven session sent its first flight and still waits; its token answer may have been lost
       if (this.catp.onReport(msg, rinfo.address, idToHex(msg.subarray(0, ID_BYTES)))) this.refuseUnproven(msg.subarray(0, ID_BYTES), rinfo, false);
+      return;
+    }
+    if (isPaddingDatagram(msg)) {
+      // A first contact's padding (wire.ts FLAG_PADDING): its bytes are counted above; a stream waiting on them
+      // for its first flight goes on.
+      let pad;
+      try {
+        pad = decodePadding(msg);
+      } catch (e) {
+        bumpCode(this.c.udpMalformed, errorCode(e));
+        return;
+      }
+      this.c.udpPadding++;
+      this.catp.onPadding(rinfo.address, idToHex(pad.id));
       return;
     }
     let dreq;

@@ -8,15 +8,32 @@
 //
 // Stateless on the server (any token it issued in the current or the previous bucket checks out against the
 // source address alone), cached per origin on the client. A client that has no token pads its request
-// datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a small first answer fits the 3× budget.
-// Sans-IO: the key, sha-256 and the time come in.
+// datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a one-datagram answer fits the 3× budget; a
+// stream request is followed at once by a padding datagram (wire.ts FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES,
+// room for the stream's first flight. Sans-IO: the key, sha-256 and the time come in.
+
+import { MAX_DATAGRAM_PAYLOAD } from './wire';
 
 export const TOKEN_HEADER = 'Catp-Token';
 export const PAD_HEADER = 'Catp-Pad';
 /** An unproven address gets at most this many times the bytes it sent. */
 export const AMPLIFICATION_FACTOR = 3;
-/** A request datagram without a token is padded to this size (QUIC pads its first flight to 1200 bytes). */
-export const MIN_UNPROVEN_REQUEST_BYTES = 1200;
+/** What the server keeps room for, for its token answer (`421`, `Dhttp-Retry: token`, `Catp-Token`: ~130 bytes). */
+export const TOKEN_ANSWER_BYTES = 160;
+/**
+ * A request datagram without a token is padded to this size (540): 3× it is room for the token answer and one
+ * full datagram, so a one-datagram answer, or a stream's token answer and its first frame, may go at once. Every
+ * byte of padding costs the uplink its serialization before the server can answer (120 ms for 1,200 bytes on a
+ * 10,000 B/s link), so the request carries only what the first answer needs.
+ */
+export const MIN_UNPROVEN_REQUEST_BYTES = Math.ceil((TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD) / AMPLIFICATION_FACTOR);
+/**
+ * A stream request without a token brings what its first contact sends up to this (QUIC pads its first flight to
+ * 1,200 bytes) with a padding datagram right behind it: 3,600 bytes of budget, the stream's first flight (about
+ * three frames) while the proof travels. Behind the request, not in it, so the server starts on the first frame
+ * as soon as the request is in.
+ */
+export const STREAM_FIRST_CONTACT_BYTES = 1200;
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
 export const RETRY_TOKEN = 'token';
 

@@ -18,8 +18,8 @@ import {
 } from './http1';
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
-import { MAX_DATAGRAM_PAYLOAD, decodeResponseDatagram, encodeRequest, idToHex, newRequestId } from './wire';
-import { RETRY_TOKEN, TOKEN_HEADER, canonicalAddress } from './address-validation';
+import { MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES, decodeResponseDatagram, encodePadding, encodeRequest, idToHex, newRequestId } from './wire';
+import { RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, TOKEN_HEADER, canonicalAddress } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
@@ -576,7 +576,11 @@ export class DhttpClient {
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.timeoutFor(req.resends);
     const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req) });
-    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+    const to = { host: req.target.host, port: req.target.port };
+    this.actions.push({ type: 'send-datagram', to, data });
+    // A stream's first contact: padding right behind the request, room for its first flight (address-validation.ts)
+    const pad = req.load !== null && req.origin.token === null ? STREAM_FIRST_CONTACT_BYTES - data.length : 0;
+    if (pad > REQUEST_PREFIX_BYTES) this.actions.push({ type: 'send-datagram', to, data: encodePadding(req.id, this.opts.tcpPort, pad) });
   }
 
   private udpTimeout(req: Req, nowMs: number): void {

@@ -3,6 +3,7 @@
  *
  *   Request  = ID(8) | otherPort(2, big-endian) | flags(1; bit 0 = resend, others 0) | HTTP/1.1 request
  *   Response = ID(8) | HTTP/1.1 response
+ *   Padding  = ID(8) | otherPort(2) | flags(1) = 2 | zeros (≥ 1)      (UDP only; see FLAG_PADDING)
  *
  * Every request ID has the top bit of byte 0 set (63 random bits), so the first byte of a TCP
  * connection tells a DHTTP request stream (>= 0x80) from plain HTTP/1.1 (an ASCII token char).
@@ -17,6 +18,13 @@ export const REQUEST_PREFIX_BYTES = 11;
 export const MAX_DATAGRAM_PAYLOAD = 1460;
 /** Flags bit 0: this request is a resend of one sent before with the same ID. */
 export const FLAG_RESEND = 1;
+/**
+ * Flags = 2 (alone): a padding datagram sent right behind a first-contact stream request with the same ID. It
+ * carries nothing but zeros; the server counts its bytes toward the sender's address budget (3× what the address
+ * sent, address-validation.ts), so the stream's first flight may go on. UDP only: a DHTTP request stream over TCP
+ * refuses the bit (decodeRequestPrefix), and so does a server that predates it (its bytes count all the same).
+ */
+export const FLAG_PADDING = 2;
 /** Ports below this are refused in the otherPort field (DHTTP paper IV-C: no low client ports). */
 export const MIN_CLIENT_PORT = 1024;
 
@@ -119,6 +127,43 @@ export function decodeRequest(buf: Uint8Array): DhttpRequestMessage {
   }
   const p = decodeRequestPrefix(buf);
   return { id: p.id, otherPort: p.otherPort, resend: p.resend, http: buf.subarray(REQUEST_PREFIX_BYTES) };
+}
+
+/** A padding datagram of `bytes` bytes in all (≥ 12) for request `id`. Throws LocalProtocolError on a bad id, port or size. */
+export function encodePadding(id: Uint8Array, otherPort: number, bytes: number): Uint8Array {
+  if (!isValidId(id)) throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'request id must be 8 bytes with the top bit set');
+  if (!isValidPort(otherPort)) throw new LocalProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is not in ${MIN_CLIENT_PORT}..65535`);
+  if (!Number.isInteger(bytes) || bytes <= REQUEST_PREFIX_BYTES || bytes > MAX_DATAGRAM_PAYLOAD) {
+    throw new LocalProtocolError('DHTTP_ERR_BAD_OPTIONS', `a padding datagram is ${REQUEST_PREFIX_BYTES + 1}..${MAX_DATAGRAM_PAYLOAD} bytes, not ${bytes}`);
+  }
+  const out = new Uint8Array(bytes);
+  out.set(id, 0);
+  out[8] = otherPort >> 8;
+  out[9] = otherPort & 0xff;
+  out[10] = FLAG_PADDING;
+  return out;
+}
+
+/** True when a datagram claims to be padding (its flags byte is FLAG_PADDING); decodePadding checks the rest. */
+export function isPaddingDatagram(buf: Uint8Array): boolean {
+  return buf.length > REQUEST_PREFIX_BYTES && buf[10] === FLAG_PADDING;
+}
+
+/**
+ * Decode a padding datagram: the ID it pads for. Throws RemoteProtocolError DHTTP_ERR_TOO_LARGE, DHTTP_ERR_BAD_ID,
+ * DHTTP_ERR_BAD_PORT, DHTTP_ERR_BAD_FLAGS, DHTTP_ERR_BAD_PADDING (a byte after the prefix that is not zero).
+ */
+export function decodePadding(buf: Uint8Array): { id: Uint8Array } {
+  if (buf.length <= REQUEST_PREFIX_BYTES) throw new RemoteProtocolError('DHTTP_ERR_SHORT', `padding datagram of ${buf.length} bytes`);
+  if (buf.length > MAX_DATAGRAM_PAYLOAD) throw new RemoteProtocolError('DHTTP_ERR_TOO_LARGE', `padding datagram of ${buf.length} bytes exceeds ${MAX_DATAGRAM_PAYLOAD}`);
+  if (buf[10] !== FLAG_PADDING) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `a padding datagram's flags are ${FLAG_PADDING}, not 0x${buf[10].toString(16)}`);
+  const id = buf.slice(0, ID_BYTES);
+  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'request id must have the top bit set');
+  if (!isValidPort((buf[8] << 8) | buf[9])) throw new RemoteProtocolError('DHTTP_ERR_BAD_PORT', `otherPort is below ${MIN_CLIENT_PORT}`);
+  for (let i = REQUEST_PREFIX_BYTES; i < buf.length; i++) {
+    if (buf[i] !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_PADDING', `padding byte ${i} is 0x${buf[i].toString(16)}, not 0`);
+  }
+  return { id };
 }
 
 /** Response bytes (datagram or TCP message): ID | HTTP response. */

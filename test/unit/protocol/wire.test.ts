@@ -6,13 +6,16 @@ import {
   ID_BYTES,
   MAX_DATAGRAM_PAYLOAD,
   REQUEST_PREFIX_BYTES,
+  decodePadding,
   decodeRequest,
   decodeResponseDatagram,
+  encodePadding,
   encodeRequest,
   encodeResponse,
   hexToId,
   idToHex,
   isDhttpStreamStart,
+  isPaddingDatagram,
   newRequestId,
 } from '../../../protocol/dhttp/wire';
 
@@ -86,6 +89,33 @@ test.each([
   ['oversized', 'DHTTP_ERR_TOO_LARGE', new Uint8Array(1461).fill(0x90)],
 ])('decodeResponseDatagram refuses %s with %s', (_name, code, bytes) => {
   expect(codeOf(() => decodeResponseDatagram(bytes))).toBe(code);
+});
+
+test.each([
+  ['empty', 'DHTTP_ERR_SHORT', new Uint8Array(0)],
+  ['prefix only', 'DHTTP_ERR_SHORT', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 2, new Uint8Array(0))],
+  ['resend flag', 'DHTTP_ERR_BAD_FLAGS', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 1, new Uint8Array(100))],
+  ['padding and resend flags', 'DHTTP_ERR_BAD_FLAGS', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 3, new Uint8Array(100))],
+  ['top bit clear', 'DHTTP_ERR_BAD_ID', req([1, 2, 3, 4, 5, 6, 7, 8], 5000, 2, new Uint8Array(100))],
+  ['port 1023', 'DHTTP_ERR_BAD_PORT', req([0x81, 2, 3, 4, 5, 6, 7, 8], 1023, 2, new Uint8Array(100))],
+  ['a byte not zero', 'DHTTP_ERR_BAD_PADDING', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 2, Uint8Array.from([0, 0, 0, 1]))],
+  ['an HTTP request behind the flag', 'DHTTP_ERR_BAD_PADDING', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 2)],
+  ['oversized', 'DHTTP_ERR_TOO_LARGE', req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, 2, new Uint8Array(1450))],
+])('decodePadding refuses %s with %s', (_name, code, bytes) => {
+  expect(codeOf(() => decodePadding(bytes))).toBe(code);
+});
+
+test('a padding datagram: zeros behind the prefix, flags 2; told from a request, refused as one', () => {
+  const p = encodePadding(ID, 5000, 660);
+  expect(p.length).toBe(660);
+  expect(isPaddingDatagram(p)).toBe(true);
+  expect(decodePadding(p)).toEqual({ id: ID });
+  expect(codeOf(() => decodeRequest(p))).toBe('DHTTP_ERR_BAD_FLAGS'); // a server that predates it refuses it (and counts its bytes)
+  expect(isPaddingDatagram(encodeRequest({ id: ID, otherPort: 5000, resend: true, http: HTTP }))).toBe(false);
+  expect(() => encodePadding(ID, 5000, 11)).toThrow(LocalProtocolError);
+  expect(() => encodePadding(ID, 5000, 1461)).toThrow(LocalProtocolError);
+  expect(() => encodePadding(new Uint8Array(8), 5000, 100)).toThrow(LocalProtocolError);
+  expect(() => encodePadding(ID, 80, 100)).toThrow(LocalProtocolError);
 });
 
 test('encoders refuse our own mistakes with LocalProtocolError', () => {
