@@ -97,6 +97,12 @@ export interface EncodeOptions {
   blockCut?: 'content' | 'packed';
   /** Text bytes a data block aims at before compression (default 8192 with a codec; without, what fits a frame). */
   blockTextBytes?: number;
+  /**
+   * Where the first index piece ends (default 'first-text'). 'first-text': right after the first node that shows
+   * text in the body, when a frame holds that much (protocol/README.md, "The first piece ends at the first text");
+   * 'full': as much as one frame holds, like every other piece (the encoders before `100221a`).
+   */
+  firstPiece?: 'first-text' | 'full';
 }
 
 export interface EncodedPage {
@@ -480,6 +486,33 @@ function encodeOnce(
   };
   const packedSize = (bytes: Uint8Array, effort: 'search' | 'final'): number => CHECK_BYTES + packPayload(bytes, codec, effort).length;
 
+  // The unit just after the first node that shows text in the body (and the blocks its slot introduces): the first
+  // piece ends there when a frame holds that much, so the top of the page paints from the first index frame and the
+  // block behind it instead of waiting for a whole frame of index.
+  const firstShownCut = ((): number => {
+    for (let i = 0; i < nodes.length; i++) {
+      const nd = nodes[i];
+      const text =
+        (nd.kind === 'text' && nd.value.trim() !== '') ||
+        (nd.kind === 'text-slot' && nd.ref.stream === STREAM.VISIBLE && flat.slots[nd.ref.slot].bytes.some((b) => b > 0x20));
+      if (!text) continue;
+      let inBody = false;
+      for (let p = nd.parent; p > 0; p = nodes[p - 1].parent) {
+        const a = nodes[p - 1];
+        if (a.kind === 'content' || (a.kind === 'element' && NO_PAINT.has(a.tagName))) break;
+        if (a.kind === 'element' && a.tagName === 'body') {
+          inBody = true;
+          break;
+        }
+      }
+      if (!inBody) continue;
+      let u = units.indexOf(nd.n) + 1;
+      while (u < units.length && units[u] < 0) u++;
+      return u;
+    }
+    return 0;
+  })();
+
   const partition = (margin: number): Range[] => {
     const ranges: Range[] = [];
     let from = 0;
@@ -520,6 +553,12 @@ function encodeOnce(
       if (!fits(1)) {
         if (units[from] >= 0) throw new NodeTooLarge(units[from]);
         throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block description does not fit an index frame');
+      }
+      if (ordinal === 0 && opts.firstPiece !== 'full' && firstShownCut > 0 && fits(firstShownCut)) {
+        const r = range(firstShownCut);
+        ranges.push(r);
+        from += firstShownCut;
+        continue;
       }
       // Bracket [lo fits, hi does not] around the guess from the running compression ratio, then bisect.
       let lo = 1;
@@ -645,6 +684,9 @@ function encodeOnce(
     };
   }
 }
+
+/** Elements whose text never paints. */
+const NO_PAINT = new Set(['head', 'script', 'style', 'template', 'title', 'noscript']);
 
 /** The slots a node carries (an element's long attribute values, or the node's own text / comment). */
 function nodeSlots(nd: IndexNode): SlotRef[] {

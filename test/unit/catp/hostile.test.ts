@@ -41,8 +41,9 @@ const HTML =
   `<!DOCTYPE html><html lang=en><head><title>Hostile</title><style>p{color:red}</style></head><body class=b><div id=outer><section class=s><h1>Title</h1>` +
   Array.from({ length: 24 }, (_, i) => `<p class="p${i}">para ${i} ${'hello wörld 😀 '.repeat(i % 3 === 0 ? 40 : 4)}</p><ul>${'<li>item é</li>'.repeat(4)}</ul>`).join('') +
   `<template><b>t</b></template></section></div><script>var x = 1;</script></body></html>`;
-const page = encodePage(HTML, { sha256, maxPayload: 400 });
-const other = encodePage(HTML + '<p>other</p>', { sha256, maxPayload: 400 });
+// (every piece a full frame, the first too: the cases below rely on where pieces start)
+const page = encodePage(HTML, { sha256, maxPayload: 400, firstPiece: 'full' });
+const other = encodePage(HTML + '<p>other</p>', { sha256, maxPayload: 400, firstPiece: 'full' });
 /** The same page compressed (brotli), for mutations of compressed frames. */
 const zpage = encodePage(HTML, { sha256, codec, maxPayload: 200 });
 const want = parse5.serialize(parse5.parse(HTML, { scriptingEnabled: false }));

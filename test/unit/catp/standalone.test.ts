@@ -379,15 +379,15 @@ describe('index frames that stand alone', () => {
 });
 
 describe('send order: the top of the page first', () => {
-  /** Delivers frames in send order until the second index frame; returns the tree's text so far. */
-  function textBeforeSecondIndexFrame(page: EncodedPage): { text: string; frames: number; bytes: number } {
+  /** Delivers frames in send order until index frame `k` (default the second); returns the tree's text so far. */
+  function textBeforeSecondIndexFrame(page: EncodedPage, k = 2): { text: string; frames: number; bytes: number } {
     const asm = newAssembler();
     const b = parse5TreeBuilder();
     let indexSeen = 0;
     let frames = 0;
     let bytes = 0;
     for (const f of page.frames) {
-      if (f[10] === FRAME_KIND.INDEX && ++indexSeen === 2) break;
+      if (f[10] === FRAME_KIND.INDEX && ++indexSeen === k) break;
       frames++;
       bytes += f.length;
       asm.receive(f, 0);
@@ -402,14 +402,30 @@ describe('send order: the top of the page first', () => {
     return { text: texts.join(' '), frames, bytes };
   }
 
-  test('generated page: the first index frame and its blocks show the heading and first paragraph, nothing from the bottom', () => {
+  test('generated page: the first index frame ends at the first text (the heading) and its block follows; the second brings the first paragraph; nothing from the bottom', () => {
     const page = encodePage(generated(), { sha256, codec });
-    expect(page.indexFrames).toBeGreaterThan(1);
-    const { text, frames } = textBeforeSecondIndexFrame(page);
-    expect(text).toContain('Top heading of the page');
-    expect(text).toContain('First paragraph, at the top.');
-    expect(text).not.toContain('Last paragraph, at the bottom.');
-    expect(frames).toBeLessThan(page.frames.length / 2);
+    expect(page.indexFrames).toBeGreaterThan(2);
+    const first = textBeforeSecondIndexFrame(page);
+    expect(first.text).toContain('Top heading of the page');
+    expect(first.text).not.toContain('First paragraph, at the top.');
+    expect(first.frames).toBe(2); // the short index frame, the block with the heading's text
+    const last = page.pieces[0].nodes[page.pieces[0].nodes.length - 1];
+    const lastParent = page.pieces[0].nodes.find((n) => n.n === last.parent);
+    expect([last.kind === 'text' || last.kind === 'text-slot', lastParent?.kind === 'element' ? lastParent.tagName : null]).toEqual([true, 'h1']);
+    const second = textBeforeSecondIndexFrame(page, 3);
+    expect(second.text).toContain('First paragraph, at the top.');
+    expect(second.text).not.toContain('Last paragraph, at the bottom.');
+    expect(second.frames).toBeLessThan(page.frames.length / 2);
+  });
+
+  test('a page whose first text lies past one frame of index: the first piece fills its frame as every other does', () => {
+    const r = seededRng(7);
+    const word = () => Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(r() * 36)]).join('');
+    const head = Array.from({ length: 150 }, (_, i) => `<meta name="m${i}" content="${word()}">`).join(''); // ~6 KB brotli cannot shrink far
+    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(400)}</p></body></html>`;
+    const page = encodePage(html, { sha256, codec });
+    expect(page.pieces[0].nodes.some((n) => n.kind === 'element' && n.tagName === 'body')).toBe(false);
+    expect(page.frames[0].length).toBeGreaterThan(1200); // a full frame, not cut short
   });
 
   test('<noscript> at the top is markup sent with the top of the page (the sandbox shows it), not raw text sent last', () => {
