@@ -63,8 +63,6 @@ const STARTUP_GAIN = 2.885; // 2/ln 2: doubles the delivery rate per round, as B
 const CWND_GAIN = 2;
 const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
 const MIN_RTT_WINDOW_MS = 10_000;
-/** Most candidates the min RTT filter keeps (they only grow while RTTs rise; a bound all the same). */
-const MAX_RTT_CANDIDATES = 4096;
 const MIN_STALL_RTO_MS = 200;
 const CONGESTION_BETA = 0.85;
 /** Most ack aggregation (ms of the estimate) the window allows for beyond 2 BDP. */
@@ -115,14 +113,7 @@ export class RateController {
   /** per-round longest gap between acks, newest last (at most bwWindow) */
   private ackGapRounds: number[] = [];
   private roundMaxAckGap = 0;
-  /**
-   * RTT samples of the last MIN_RTT_WINDOW_MS that may yet be its minimum: times and values, values increasing
-   * (a windowed min filter, as BBR's). When the oldest minimum ages out, the least sample of the window takes its
-   * place — not the next sample, which under a standing queue reads the queue as the path.
-   */
-  private rttMinAt: number[] = [];
-  private rttMinVal: number[] = [];
-  private rttMinHead = 0;
+  private minRttAt = -Infinity;
   private rounds = 0;
   private roundEndIdx = 0;
   /** first send of the round that just ended */
@@ -401,7 +392,10 @@ export class RateController {
     this.lastProgressAt = nowMs;
     this.stallsSeen = 0;
     if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
-    if (rttMs >= 0) this.sampleMinRtt(nowMs, rttMs);
+    if (rttMs >= 0 && (rttMs <= this.minRtt || nowMs - this.minRttAt > MIN_RTT_WINDOW_MS)) {
+      this.minRtt = rttMs;
+      this.minRttAt = nowMs;
+    }
     const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: deliveredBytes, sentAt: this.sendAt[sendIdx] };
     if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
     const snapIdx = this.sendSnap[sendIdx];
@@ -435,24 +429,6 @@ export class RateController {
     }
     if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
     if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
-  }
-
-  private sampleMinRtt(nowMs: number, rttMs: number): void {
-    const at = this.rttMinAt;
-    const val = this.rttMinVal;
-    while (at.length > this.rttMinHead && val[val.length - 1] >= rttMs) {
-      at.pop();
-      val.pop();
-    }
-    at.push(nowMs);
-    val.push(rttMs);
-    while (this.rttMinHead < at.length - 1 && (nowMs - at[this.rttMinHead] > MIN_RTT_WINDOW_MS || at.length - this.rttMinHead > MAX_RTT_CANDIDATES)) this.rttMinHead++;
-    if (this.rttMinHead > 1024) {
-      at.splice(0, this.rttMinHead);
-      val.splice(0, this.rttMinHead);
-      this.rttMinHead = 0;
-    }
-    this.minRtt = val[this.rttMinHead];
   }
 
   private endRound(nowMs: number, point: AckPoint): void {

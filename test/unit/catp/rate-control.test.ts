@@ -147,27 +147,6 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
   });
 });
 
-describe('the min RTT filter', () => {
-  test('the least RTT of the last 10 s: when the old minimum ages out, a queue-inflated sample after it does not take its place', () => {
-    const c = new RateController({ frameBytes: 1000 });
-    const ack = (t: number, rtt: number) => {
-      const i = c.onSend(t - rtt, 1000, false);
-      c.onAck(t, i, t, (i + 1) * 1000, rtt);
-    };
-    ack(35, 35);
-    for (let t = 100; t <= 10_000; t += 100) ack(t, 40);
-    expect(c.minRttMs).toBe(35);
-    // the 35 ms sample is over 10 s old now; the next one met a standing queue
-    ack(10_100, 107);
-    expect(c.minRttMs).toBe(40);
-    // ... and it stays the least of the window until every 40 has aged out
-    for (let t = 10_200; t <= 20_000; t += 100) ack(t, 60);
-    expect(c.minRttMs).toBe(40);
-    ack(20_200, 90);
-    expect(c.minRttMs).toBe(60);
-  });
-});
-
 describe('after a first flight (address validation: a few frames, then a pause until the proof)', () => {
   const FIRST_FLIGHT = { budgetBytes: 3_470 }; // 3 × a 1,200-byte padded request, less the token answer
   /** One load; the window after each report that gave a sample (the sender's snapshot as the report is handled). */
