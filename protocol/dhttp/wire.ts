@@ -82,20 +82,35 @@ function isValidPort(p: number): boolean {
   return Number.isInteger(p) && p >= MIN_CLIENT_PORT && p <= 0xffff;
 }
 
-/** Request datagram / TCP message bytes. Throws LocalProtocolError on a bad id or port. */
-export function encodeRequest(msg: DhttpRequestMessage): Uint8Array {
-  const { id, otherPort, resend, http } = msg;
+/** `length` bytes (zeros) starting with the 11-byte request prefix. Throws LocalProtocolError on a bad id or port. */
+function withPrefix(id: Uint8Array, otherPort: number, flags: number, length: number): Uint8Array {
   if (!isValidId(id)) throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'request id must be 8 bytes with the top bit set');
   if (!isValidPort(otherPort)) {
     throw new LocalProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is not in ${MIN_CLIENT_PORT}..65535`);
   }
-  const out = new Uint8Array(REQUEST_PREFIX_BYTES + http.length);
+  const out = new Uint8Array(length);
   out.set(id, 0);
   out[8] = otherPort >> 8;
   out[9] = otherPort & 0xff;
-  out[10] = resend ? FLAG_RESEND : 0;
+  out[10] = flags;
+  return out;
+}
+
+/** Request datagram / TCP message bytes. Throws LocalProtocolError on a bad id or port. */
+export function encodeRequest(msg: DhttpRequestMessage): Uint8Array {
+  const { id, otherPort, resend, http } = msg;
+  const out = withPrefix(id, otherPort, resend ? FLAG_RESEND : 0, REQUEST_PREFIX_BYTES + http.length);
   out.set(http, REQUEST_PREFIX_BYTES);
   return out;
+}
+
+/** The ID and otherPort of a request prefix. Throws RemoteProtocolError DHTTP_ERR_BAD_ID / DHTTP_ERR_BAD_PORT. */
+function decodeIdPort(prefix: Uint8Array): { id: Uint8Array; otherPort: number } {
+  const id = prefix.slice(0, ID_BYTES);
+  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'request id must have the top bit set');
+  const otherPort = (prefix[8] << 8) | prefix[9];
+  if (!isValidPort(otherPort)) throw new RemoteProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is below ${MIN_CLIENT_PORT}`);
+  return { id, otherPort };
 }
 
 /**
@@ -104,10 +119,7 @@ export function encodeRequest(msg: DhttpRequestMessage): Uint8Array {
  */
 export function decodeRequestPrefix(prefix: Uint8Array): { id: Uint8Array; otherPort: number; resend: boolean } {
   if (prefix.length < REQUEST_PREFIX_BYTES) throw new RemoteProtocolError('DHTTP_ERR_SHORT', 'request prefix is 11 bytes');
-  const id = prefix.slice(0, ID_BYTES);
-  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'request id must have the top bit set');
-  const otherPort = (prefix[8] << 8) | prefix[9];
-  if (!isValidPort(otherPort)) throw new RemoteProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is below ${MIN_CLIENT_PORT}`);
+  const { id, otherPort } = decodeIdPort(prefix);
   const flags = prefix[10];
   if ((flags & ~FLAG_RESEND) !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `unknown flag bits 0x${flags.toString(16)}`);
   return { id, otherPort, resend: (flags & FLAG_RESEND) !== 0 };
@@ -131,17 +143,10 @@ export function decodeRequest(buf: Uint8Array): DhttpRequestMessage {
 
 /** A padding datagram of `bytes` bytes in all (≥ 12) for request `id`. Throws LocalProtocolError on a bad id, port or size. */
 export function encodePadding(id: Uint8Array, otherPort: number, bytes: number): Uint8Array {
-  if (!isValidId(id)) throw new LocalProtocolError('DHTTP_ERR_BAD_ID', 'request id must be 8 bytes with the top bit set');
-  if (!isValidPort(otherPort)) throw new LocalProtocolError('DHTTP_ERR_BAD_PORT', `otherPort ${otherPort} is not in ${MIN_CLIENT_PORT}..65535`);
   if (!Number.isInteger(bytes) || bytes <= REQUEST_PREFIX_BYTES || bytes > MAX_DATAGRAM_PAYLOAD) {
     throw new LocalProtocolError('DHTTP_ERR_BAD_OPTIONS', `a padding datagram is ${REQUEST_PREFIX_BYTES + 1}..${MAX_DATAGRAM_PAYLOAD} bytes, not ${bytes}`);
   }
-  const out = new Uint8Array(bytes);
-  out.set(id, 0);
-  out[8] = otherPort >> 8;
-  out[9] = otherPort & 0xff;
-  out[10] = FLAG_PADDING;
-  return out;
+  return withPrefix(id, otherPort, FLAG_PADDING, bytes);
 }
 
 /** True when a datagram claims to be padding (its flags byte is FLAG_PADDING); decodePadding checks the rest. */
@@ -157,9 +162,7 @@ export function decodePadding(buf: Uint8Array): { id: Uint8Array } {
   if (buf.length <= REQUEST_PREFIX_BYTES) throw new RemoteProtocolError('DHTTP_ERR_SHORT', `padding datagram of ${buf.length} bytes`);
   if (buf.length > MAX_DATAGRAM_PAYLOAD) throw new RemoteProtocolError('DHTTP_ERR_TOO_LARGE', `padding datagram of ${buf.length} bytes exceeds ${MAX_DATAGRAM_PAYLOAD}`);
   if (buf[10] !== FLAG_PADDING) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `a padding datagram's flags are ${FLAG_PADDING}, not 0x${buf[10].toString(16)}`);
-  const id = buf.slice(0, ID_BYTES);
-  if (!isValidId(id)) throw new RemoteProtocolError('DHTTP_ERR_BAD_ID', 'request id must have the top bit set');
-  if (!isValidPort((buf[8] << 8) | buf[9])) throw new RemoteProtocolError('DHTTP_ERR_BAD_PORT', `otherPort is below ${MIN_CLIENT_PORT}`);
+  const { id } = decodeIdPort(buf);
   for (let i = REQUEST_PREFIX_BYTES; i < buf.length; i++) {
     if (buf[i] !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_PADDING', `padding byte ${i} is 0x${buf[i].toString(16)}, not 0`);
   }
