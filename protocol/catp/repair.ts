@@ -19,7 +19,8 @@
  * reported losses are queued for resend — index frames ahead of everything, then missing data frames
  * interleaved 1:1 with frames not yet sent. A frame the report lists as missing counts as lost (RACK,
  * RFC 8985) when a frame sent after it has been delivered (by more than a reorder window of ¼ smoothed
- * RTT), or when it was sent longer ago than the retransmission timeout (RFC 6298: srtt + 4·rttvar, at
+ * RTT), when three frames sent after it have been delivered (`PACKET_THRESHOLD`, RFC 9002's; a burst's frames are
+ * never ¼ RTT apart), or when it was sent longer ago than the retransmission timeout (RFC 6298: srtt + 4·rttvar, at
  * least 1.25 × srtt). Otherwise it is still in flight: on a slow link a full frame spends a whole
  * serialization time (150 ms at 10 kB/s) on the wire, and the receiver's timer reports list it as missing
  * all that while; counting it lost caused spurious resends and rate decreases on a loss-free link.
@@ -62,6 +63,13 @@ export interface ReceiverOptions {
 
 /** Ranges one report lists at most (the datagram holds ~140 anyway; encodeReport flags the cut). */
 const MAX_REPORT_RANGES = 400;
+/**
+ * A reported-missing frame is lost once this many frames sent after it have been delivered (QUIC's
+ * kPacketThreshold, RFC 9002 §6.1.1; TCP's three duplicate acks). The time rule alone missed losses inside a burst:
+ * frames sent a few ms apart (an initial window on a 10 kB/s link) are never ¼ RTT apart in send time, so a frame
+ * lost in one waited for a frame sent a whole queue later to arrive.
+ */
+const PACKET_THRESHOLD = 3;
 
 export class RepairReceiver {
   requestId: Uint8Array | null;
@@ -405,6 +413,10 @@ export class RepairSender {
   private rttvar = 0;
   /** Send time of the latest-sent frame known delivered (only frames sent once: a resent frame's echo is ambiguous). */
   private deliveredSentAt = -Infinity;
+  /** Every send's ordinal (0, 1, 2 … in send order, resends included), each frame's latest, and the latest known delivered. */
+  private sends = 0;
+  private readonly sendOrd: Int32Array;
+  private deliveredOrd = -1;
   /** 'discover': when a report last acknowledged a newer send (frames are still arriving), and that send's time */
   private progressAt = -Infinity;
   private progressSentAt = -Infinity;
@@ -483,6 +495,7 @@ export class RepairSender {
     this.sendCount = new Uint16Array(this.n);
     this.lastSentAt = new Float64Array(this.n);
     this.sendIdx = new Int32Array(this.n).fill(-1);
+    this.sendOrd = new Int32Array(this.n).fill(-1);
     this.firstSentCum = new Float64Array(this.n + 1);
     if (fixed) this.control = null;
     else {
@@ -629,6 +642,7 @@ export class RepairSender {
     this.sendCount[seq]++;
     this.stats.sent++;
     this.lastSentAt[seq] = nowMs;
+    this.sendOrd[seq] = this.sends++;
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     const f = this.frames[seq];
     if (this.sendBudget !== null) this.sendBudget -= f.length;
@@ -678,9 +692,14 @@ export class RepairSender {
     return seq;
   }
 
-  /** Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame, or older than the RTO. */
-  private queue(seq: number, nowMs: number, rto: number, lostBefore: number): boolean {
+  /**
+   * Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame (sent ¼ RTT after it, or
+   * `PACKET_THRESHOLD` delivered sends after it), or older than the RTO. `missingOrds`: the send ordinals of the
+   * frames this report lists as missing, ascending.
+   */
+  private queue(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): boolean {
     if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
+    if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return this.enqueue(seq);
     const sentAt = this.lastSentAt[seq];
     // 'discover': while earlier frames keep arriving, a frame sent after them waits in the queue behind them, not
     // lost (a window's worth can sit in a slow link's queue longer than the RTO): its timeout counts from the last
@@ -697,6 +716,31 @@ export class RepairSender {
       }
     }
     if (!timedOut && !(sentAt < lostBefore)) return false;
+    return this.enqueue(seq);
+  }
+
+  /**
+   * How many sends after ordinal `ord` are known delivered: those up to the latest delivered one, less those the
+   * report lists as missing. (Every send up to the latest delivered first send is a frame below the highest the
+   * receiver has seen, so the report lists it if it did not arrive.)
+   */
+  private overtakenBy(ord: number, missingOrds: Int32Array): number {
+    const d = this.deliveredOrd;
+    if (d <= ord) return 0;
+    return d - ord - (upperBound(missingOrds, d) - upperBound(missingOrds, ord));
+  }
+
+  /** The send ordinals of the frames in `missing` that were sent (ascending). */
+  private missingOrds(missing: ReadonlyArray<readonly [number, number]>): Int32Array {
+    const ords: number[] = [];
+    for (const [s, e] of missing) {
+      const end = Math.min(e, this.n);
+      for (let q = s; q < end; q++) if (this.sendCount[q] > 0) ords.push(this.sendOrd[q]);
+    }
+    return Int32Array.from(ords).sort();
+  }
+
+  private enqueue(seq: number): boolean {
     this.queued[seq] = 1;
     if (this.isIndex[seq] === 1) this.idxQ.push(seq);
     else this.dataQ.push(seq);
@@ -749,7 +793,10 @@ export class RepairSender {
         this.progressAt = nowMs;
         this.progressSentAt = this.lastSentAt[r.echoSeq];
       }
-      if (this.sendCount[r.echoSeq] === 1) this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[r.echoSeq]);
+      if (this.sendCount[r.echoSeq] === 1) {
+        this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[r.echoSeq]);
+        this.deliveredOrd = Math.max(this.deliveredOrd, this.sendOrd[r.echoSeq]);
+      }
     }
     const srtt = this.srtt ?? this.initialRtt;
     this.stats.srttMs = srtt;
@@ -777,9 +824,10 @@ export class RepairSender {
       // nothing received yet: the first frame (index frame 0) again
       if (this.n > 0 && this.queue(0, nowMs, rto, lostBefore)) lost++;
     }
+    const missingOrds = this.missingOrds(r.missing);
     for (const [s, e] of r.missing) {
       const end = Math.min(e, this.n);
-      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore)) lost++;
+      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore, missingOrds)) lost++;
     }
     const recv = Math.max(0, r.received - this.lastReceived);
     this.lastReceived = Math.max(this.lastReceived, r.received);
@@ -811,4 +859,16 @@ export class RepairSender {
     this.stats.rate = this.rate * 1000;
     return { accepted: true };
   }
+}
+
+/** How many of the ascending `xs` are ≤ `v`. */
+function upperBound(xs: Int32Array, v: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid] <= v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

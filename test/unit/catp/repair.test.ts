@@ -5,6 +5,7 @@ import {
   CatpEvent,
   createSender,
   decodeReport,
+  encodeReport,
   encodePage,
   encodeRaw,
   parse5TreeBuilder,
@@ -61,6 +62,36 @@ describe('repair over a lossy pipe', () => {
       expect(sender.stats.resent).toBe(0);
       expect(sender.stats.control?.stalls).toBe(0);
     }
+  });
+
+  test('a frame lost inside a burst is resent once three frames sent after it have arrived (packet threshold), not a queue later', () => {
+    // An initial window goes out within a few tens of ms; on a slow link its frames then sit in the bottleneck's queue. The
+    // time rule (overtaken by a frame sent ¼ RTT later) cannot see a loss among frames sent 1 ms apart.
+    const sender = createSender(page, { requestId: ID });
+    const sent: number[] = [];
+    for (let t = 0; t < 100 && sent.length < 8; t += 1) {
+      for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) sent.push(seqOf(d));
+    }
+    expect(sent.slice(0, 8)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const total = page.frames.length;
+    const report = (reportNo: number, echoSeq: number, received: number) =>
+      encodeReport({
+        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo, total,
+        received, echoSeq, echoDelayMs: 0, missing: [[2, 3]],
+      });
+    const resends = (now: number) => {
+      const out: number[] = [];
+      for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) if (sent.includes(seqOf(d))) out.push(seqOf(d));
+      return out;
+    };
+    // frames 3 and 4 arrived (a full frame's serialization apart on a 10 kB/s link): two overtook frame 2, not yet lost
+    expect(sender.receiveReport(report(1, 3, 3), 300).accepted).toBe(true);
+    expect(sender.receiveReport(report(2, 4, 4), 440).accepted).toBe(true);
+    expect(resends(440)).toEqual([]);
+    // a third: lost, and it goes next (before the RTO, and before any frame sent ¼ RTT after it could arrive)
+    expect(sender.receiveReport(report(3, 5, 5), 580).accepted).toBe(true);
+    expect(resends(580)).toContain(2);
+    expect(sender.stats.resent).toBe(1);
   });
 
   test('index frames are resent before any data frame, and reports carry ranges', () => {
