@@ -158,6 +158,8 @@ export interface CatpCounters extends EncoderCounters {
   catpUnprovenExpired: number;
   /** Proofs whose round trip (token answer out, proof back) became the sender's first RTT sample. */
   catpHandshakeRtts: number;
+  /** First contacts whose request and padding datagram arrived far enough apart to pace the initial window by. */
+  catpDispersionHints: number;
   /** Pages that could not be encoded (e.g. CATP_ERR_UNENCODABLE): answered normally. */
   catpEncodeErrors: number;
   /** Encoded-page cache hits / misses. */
@@ -194,6 +196,7 @@ export function newCatpCounters(): CatpCounters {
     catpUnprovenStarts: 0,
     catpProven: 0,
     catpHandshakeRtts: 0,
+    catpDispersionHints: 0,
     catpUnprovenExpired: 0,
     catpEncodeErrors: 0,
     catpCacheHits: 0,
@@ -289,7 +292,21 @@ interface Session {
   heapIndex: number;
   /** Gives the session's frame bytes back to the memory budget (StartRequest.memory), once. */
   release: (() => void) | null;
+  /** When its request came, and its first contact's padding datagram (null: none yet, or not a first contact). */
+  arrival: Arrival;
 }
+
+/** When a stream request came (`at`), and when and how large its padding datagram came after it. */
+interface Arrival {
+  at: number;
+  padding: { at: number; bytes: number } | null;
+}
+
+/**
+ * Least spacing between a first contact's request and its padding datagram that is taken as their dispersion on
+ * the client's uplink (below it the server's event loop is the measurement, and the rate ≥ 300 kB/s anyway).
+ */
+const MIN_DISPERSION_MS = 2;
 
 /** Indexed binary min-heap of sessions by `at`. */
 class SessionHeap {
@@ -452,8 +469,11 @@ export class CatpSessions {
   readonly opts: ResolvedCatpOptions;
   private readonly c = newCatpCounters();
   private readonly sessions = new Map<string, Session>();
-  /** Keys whose file is being read: a repeat arriving meanwhile is ignored too. */
-  private readonly pending = new Set<string>();
+  /**
+   * Keys whose file is being read: a repeat arriving meanwhile is ignored too. With when the request came, and its
+   * first contact's padding datagram if that came meanwhile (for the session's dispersion sample).
+   */
+  private readonly pending = new Map<string, Arrival>();
   /** Pending keys whose token request came while the page was being read: they start proven. */
   private readonly provenPending = new Set<string>();
   /** Sessions waiting for proof now. */
@@ -508,12 +528,12 @@ export class CatpSessions {
     let n = 0;
     const prefix = `${address}|`;
     for (const s of this.sessions.values()) if (s.address === address) n++;
-    for (const k of this.pending) if (k.startsWith(prefix)) n++;
+    for (const k of this.pending.keys()) if (k.startsWith(prefix)) n++;
     if (n >= this.opts.maxSessionsPerAddress) {
       this.c.catpRefusedPerAddress++;
       return 'over-limit';
     }
-    this.pending.add(key);
+    this.pending.set(key, { at: this.now(), padding: null });
     return 'ok';
   }
 
@@ -569,6 +589,7 @@ export class CatpSessions {
   /** Start a session; false (counted) when the table is full or the page cannot be encoded → answer normally. */
   start(req: StartRequest, encoded?: Encoded): boolean {
     const key = CatpSessions.key(req.address, req.idHex);
+    const arrival = this.pending.get(key) ?? { at: this.now(), padding: null };
     this.pending.delete(key);
     // a token request that came while the page was read proved the address
     const unproven = this.provenPending.delete(key) ? undefined : req.unproven;
@@ -608,7 +629,7 @@ export class CatpSessions {
       key, mode: req.mode, sender, address: req.address, port: req.port,
       dataSent: reuse ? new Uint8Array(enc.frames.length) : null, indexFrames: enc.indexFrames,
       unprovenUntil: unproven === undefined ? null : this.now() + this.opts.unprovenTimeoutMs,
-      budget: unproven?.budget ?? null, tokenAt: this.now(), tokenResent: false, at: 0, heapIndex: -1, release,
+      budget: unproven?.budget ?? null, tokenAt: this.now(), tokenResent: false, at: 0, heapIndex: -1, release, arrival,
     };
     this.sessions.set(key, s);
     this.c.catpSessions++;
@@ -618,6 +639,7 @@ export class CatpSessions {
       this.unprovenCount++;
       this.c.catpUnprovenStarts++;
       unproven.sendToken(); // before the first frame: the client's token request is what lets the rest go
+      this.takeDispersion(s);
     }
     this.service(s, this.now());
     this.arm();
@@ -738,13 +760,34 @@ export class CatpSessions {
 
   /**
    * A first contact's padding datagram came from `address` (its bytes are in the address's budget already): the
-   * unproven session it pads for sends what the budget now allows of its first flight.
+   * unproven session it pads for sends what the budget now allows of its first flight, and its sender takes the
+   * time since the request as the pair's dispersion (`takeDispersion`; noted for a request whose page is still read).
    */
-  onPadding(address: string, idHex: string): void {
-    const s = this.sessions.get(CatpSessions.key(address, idHex));
+  onPadding(address: string, idHex: string, bytes: number): void {
+    const key = CatpSessions.key(address, idHex);
+    const now = this.now();
+    const waiting = this.pending.get(key);
+    if (waiting !== undefined && waiting.padding === null) waiting.padding = { at: now, bytes };
+    const s = this.sessions.get(key);
     if (s === undefined || s.unprovenUntil === null) return;
-    this.service(s, this.now());
+    if (s.arrival.padding === null) {
+      s.arrival.padding = { at: now, bytes };
+      this.takeDispersion(s);
+    }
+    this.service(s, now);
     this.arm();
+  }
+
+  /**
+   * The client sent its request and the padding datagram back to back: the padding's bytes over the time between
+   * their arrivals is its uplink's rate, which paces the initial window until the first report
+   * (RepairSender.onPathRateHint; counted in `catpDispersionHints`). Too close together to tell: nothing.
+   */
+  private takeDispersion(s: Session): void {
+    const p = s.arrival.padding;
+    if (p === null) return;
+    const gap = p.at - s.arrival.at;
+    if (gap >= MIN_DISPERSION_MS && s.sender.onPathRateHint(this.now(), p.bytes / gap)) this.c.catpDispersionHints++;
   }
 
   /** Send what the sender lets go now, end it if finished, else (re)schedule it. */

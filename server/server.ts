@@ -277,7 +277,7 @@ class Server implements DhttpServer {
         return;
       }
       this.c.udpPadding++;
-      this.catp.onPadding(rinfo.address, idToHex(pad.id));
+      this.catp.onPadding(rinfo.address, idToHex(pad.id), msg.length);
       return;
     }
     let dreq;

@@ -540,6 +540,17 @@ export class RepairSender {
     return true;
   }
 
+  /**
+   * The client→server rate measured from two datagrams it sent back to back (RateController.seedRate): the initial
+   * window is paced no faster until the first report. False (ignored) in 'fixed' pacing and when not taken.
+   */
+  onPathRateHint(nowMs: number, bytesPerMs: number): boolean {
+    if (this.control === null || !this.control.seedRate(bytesPerMs)) return false;
+    this.rate = this.control.pacingRate(nowMs);
+    this.stats.rate = this.rate * 1000;
+    return true;
+  }
+
   /** Limit what this sender may still send to `bytes` (null: no limit); see `sendBudget`. */
   setSendBudget(bytes: number | null): void {
     this.sendBudget = bytes === null ? null : Math.max(0, Math.floor(bytes));

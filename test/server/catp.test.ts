@@ -144,6 +144,8 @@ class CatpClient {
   /** Datagrams that are not CATP frames (normal DHTTP responses). */
   readonly responses: Buffer[] = [];
   private onFrame: ((msg: Buffer) => void) | null = null;
+  /** Every frame, beside fetch's own handler (a test's probe). */
+  onFrameSeen: ((msg: Buffer) => void) | null = null;
   private onResponse: ((msg: Buffer) => void) | null = null;
   framesSeen = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -159,6 +161,7 @@ class CatpClient {
         this.frameIds.add(idToHex(msg.subarray(0, 8)));
         this.framesSeen++;
         this.onFrame?.(msg);
+        this.onFrameSeen?.(msg);
       } else {
         this.responses.push(msg);
         this.onResponse?.(msg);
@@ -722,6 +725,32 @@ describe("first contact: an unproven address gets its session's first flight, th
       expect(server.counters().udpPadding).toBe(1);
       await sleep(100);
       expect(client.bytesSeen).toBe(seen);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test("a first contact's padding datagram 40 ms behind its request (a slow uplink): after the proof the initial window is paced at that dispersion, not sent at once", async () => {
+    const server = await startServer({ root, rng: seededRng(16) });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      const page = pages[2];
+      const id = await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { pad: 'first' });
+      const token = getHeader((await client.normalResponse(id)).headers, 'catp-token');
+      expect(token).not.toBeNull();
+      await sleep(40);
+      await client.send(encodePadding(id, client.port, STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES));
+      await waitFor(() => server.counters().catpDispersionHints === 1, 'the dispersion taken');
+      await sleep(50); // the rest of the first flight (the budget's, unpaced) arrives
+      const times: number[] = [];
+      client.onFrameSeen = () => times.push(performance.now());
+      client.token = token;
+      await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { id }); // the proof
+      await waitFor(() => times.length >= 5, 'five frames after the proof', 10_000);
+      // ≤ 660 B / 40 ms = 16.5 B/ms: frames of ~1.3 kB go ≥ ~80 ms apart (at once without the hint)
+      expect(times[4] - times[0]).toBeGreaterThan(200);
+      expect(server.counters().catpProven).toBe(1);
     } finally {
       client.close();
       await server.close();

@@ -244,3 +244,56 @@ describe('the first round trip: a handshake RTT', () => {
     expect(fixed.onHandshakeRtt(0, 10)).toBe(false);
   });
 });
+
+describe("the first round trip: the dispersion of a first contact's two datagrams (the uplink's rate)", () => {
+  const FIRST_FLIGHT = { budgetBytes: 3_470 }; // 3 × a 1,200-byte first contact, less the token answer
+  /** One first-contact load; `hint`: the rate the server read from the request and its padding datagram. */
+  const load = (rate: number, delayMs: number, bytes: number, hint: number | null, loss = 0, seed = 1) => {
+    const sender = new RepairSender(page(bytes).frames, 0, { requestId: ID });
+    if (hint !== null) expect(sender.onPathRateHint(0, hint)).toBe(true);
+    const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate, delayMs, loss, seed, firstFlight: FIRST_FLIGHT });
+    expect(res.completeAt).not.toBeNull();
+    return res;
+  };
+
+  test("a 10 kB/s link, its uplink as slow: the initial window is paced at the link's rate instead of standing a second in its queue, and the load is no slower", () => {
+    const hinted = load(10, 10, 60_000, 9.6); // 660 bytes of padding 69 ms behind the request, as in the lab
+    const burst = load(10, 10, 60_000, null);
+    expect(maxQueueDelay(burst, 0, 1500)).toBeGreaterThan(600);
+    expect(maxQueueDelay(hinted, 0, 1500)).toBeLessThan(maxQueueDelay(burst, 0, 1500) / 2);
+    expect(hinted.completeAt!).toBeLessThanOrEqual(burst.completeAt! * 1.02);
+    // through 10% random loss too, over a few drop patterns
+    let h = 0;
+    let b = 0;
+    for (let seed = 1; seed <= 5; seed++) {
+      h += load(10, 10, 60_000, 9.6, 0.1, seed).completeAt!;
+      b += load(10, 10, 60_000, null, 0.1, seed).completeAt!;
+    }
+    expect(h).toBeLessThanOrEqual(b * 1.05);
+  });
+
+  test('an asymmetric path (10 MB/s down, an uplink a tenth of that) pays a few round trips of startup for the low hint, no more', () => {
+    const hinted = load(10_000, 5, 650_000, 1_000);
+    const none = load(10_000, 5, 650_000, null);
+    expect(hinted.completeAt!).toBeLessThan(none.completeAt! + 8 * 2 * 5 + 20);
+  });
+
+  test('a hint after the first report, a nonsense one, or to a fixed-rate sender changes nothing; a hint never speeds the start up', () => {
+    const c = new RateController({ frameBytes: 1000 });
+    for (let i = 0; i < 4; i++) c.onSend(i, 1000, false);
+    c.onAck(40, 1, 40, 2000, 38);
+    const pace = c.pacingRate(41);
+    expect(c.seedRate(1)).toBe(false);
+    expect(c.pacingRate(41)).toBe(pace);
+    const d = new RateController({ frameBytes: 1000 });
+    const initial = d.pacingRate(0);
+    for (const bad of [0, -3, NaN, Infinity]) expect(d.seedRate(bad)).toBe(false);
+    expect(d.pacingRate(0)).toBe(initial);
+    expect(d.seedRate(initial * 10)).toBe(true);
+    expect(d.pacingRate(0)).toBe(initial);
+    expect(d.seedRate(initial / 10)).toBe(true);
+    expect(d.pacingRate(0)).toBeCloseTo(initial / 10, 6);
+    const fixed = new RepairSender(page(10_000).frames, 0, { requestId: ID, pacing: 'fixed' });
+    expect(fixed.onPathRateHint(0, 10)).toBe(false);
+  });
+});
