@@ -350,15 +350,6 @@ export class RateController {
   /** The most the initial window is paced at before the first sample (`seedRate`; none by default). */
   private startRate = Infinity;
 
-  /**
-   * The estimate is within 25% of the dispersion rate (`seedRate`): the path's rate measured twice, two ways. A round
-   * paced at startup's gain that could not beat it by 25% then shows a full pipe after one flat round, not BBR's
-   * three (each a round of startup's queue: on a 10 kB/s link, three frames standing ahead of any repair).
-   */
-  private agreesWithStartRate(bw: number): boolean {
-    return Number.isFinite(this.startRate) && bw >= this.startRate * 0.8 && bw <= this.startRate * 1.25;
-  }
-
   /** The sender's current retransmission timeout (for stall detection). */
   setRto(rtoMs: number): void {
     this.stallRto = rtoMs;
@@ -530,7 +521,7 @@ export class RateController {
       if (bw >= this.fullBw * 1.25) {
         this.fullBw = bw;
         this.fullBwRounds = 0;
-      } else if (!appLimited && ++this.fullBwRounds >= (this.agreesWithStartRate(bw) ? 1 : 3)) {
+      } else if (!appLimited && ++this.fullBwRounds >= 3) {
         this.state = 'drain';
         if (this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
       }
