@@ -24,7 +24,8 @@
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
  * min-RTT each. In flight ≤ 2 × estimate × (min RTT + the longest recent ack gap, ≤ 40 ms), at least
  * `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's initial window, RFC 6928), paced
- * over the assumed initial RTT, or a handshake's; after a first flight, startup keeps that window and pacing while
+ * over the assumed initial RTT, or a handshake's, and no faster than a dispersion rate (`seedRate`) when the server
+ * read one from the client's first two datagrams; after a first flight, startup keeps that window and pacing while
  * the RTTs stay at the handshake's (`firstFlightFloor`).
  *
  * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
