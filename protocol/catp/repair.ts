@@ -820,9 +820,7 @@ export class RepairSender {
     if (this.reuse) {
       for (const q of this.reuse.onReport(r, nowMs)) {
         if (q < this.nextNew && this.sendCount[q] === 0 && this.queued[q] === 0) {
-          this.queued[q] = 1;
-          if (this.isIndex[q] === 1) this.idxQ.push(q);
-          else this.dataQ.push(q);
+          this.enqueue(q);
         }
       }
     }
