@@ -73,6 +73,8 @@ export const CONTEXT_INLINE_MAX = 2048;
 export const ATTR_INLINE_MAX = 256;
 /** An element's inline attribute values total at most this many bytes; beyond, the longest go to slots. */
 export const ELEMENT_ATTRS_INLINE_MAX = 1024;
+/** Metadata attribute values (isMetadataValue) longer than this go to deferred slots; shorter ones cost less inline. */
+export const METADATA_INLINE_MAX = 16;
 /** Comments up to this many bytes ride inline; longer ones go to a deferred slot. */
 export const COMMENT_INLINE_MAX = 32;
 
@@ -249,7 +251,8 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
         const sizes = e.attrs.map((a) => utf8.encode(checkString(a.value)).length);
         // Long values go to slots, and the longest of the rest while the element's inline values stay too long
         // (a piece must fit one frame).
-        const toSlot = sizes.map((s) => s > (allAttrsToSlots.has(n) ? 0 : ATTR_INLINE_MAX));
+        const metadata = e.attrs.map((a, i) => sizes[i] > METADATA_INLINE_MAX && isMetadataValue(e, a.name));
+        const toSlot = sizes.map((s, i) => metadata[i] || s > (allAttrsToSlots.has(n) ? 0 : ATTR_INLINE_MAX));
         let inline = sizes.reduce((t, s, i) => t + (toSlot[i] ? 0 : s), 0);
         for (const i of sizes.map((_, i) => i).sort((a, b) => sizes[b] - sizes[a])) {
           if (inline <= ELEMENT_ATTRS_INLINE_MAX) break;
@@ -263,7 +266,7 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
           if (a.namespace !== undefined) attr.namespace = a.namespace;
           if (a.prefix !== undefined) attr.prefix = a.prefix;
           if (toSlot[i]) {
-            const invisible = c.deferred || /^(on|data-)/i.test(a.name);
+            const invisible = c.deferred || metadata[i] || /^(on|data-)/i.test(a.name);
             attr.slot = newSlot(invisible ? STREAM.DEFERRED : inHead ? STREAM.CONTEXT : STREAM.VISIBLE, a.value, n);
             attr.value = '';
           }
@@ -287,6 +290,29 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
     }
   }
   return { nodes, slots, byStream, mode: 'no-quirks', fragment };
+}
+
+/** `<meta name>`s whose content can change what is painted (the rest describe the page to crawlers and apps). */
+const RENDERING_META = new Set(['viewport', 'color-scheme', 'supported-color-schemes', 'theme-color']);
+
+/**
+ * An attribute value that never changes what is painted: `<meta>` content for crawlers and apps (Open Graph,
+ * Twitter cards, descriptions; not `http-equiv`, not the names above) and the URL of a `<link>` that is no
+ * stylesheet (icons, canonical, alternates, preconnects). Real pages carry kilobytes of them at the top of the head,
+ * in the first index piece; as deferred slots they ride after everything on screen.
+ */
+function isMetadataValue(e: P5Element, attr: string): boolean {
+  if (e.namespaceURI !== NS_HTML) return false;
+  const get = (name: string): string | undefined => e.attrs.find((a) => a.name === name && a.namespace === undefined)?.value;
+  if (e.tagName === 'meta') {
+    if (attr !== 'content' || get('http-equiv') !== undefined) return false;
+    return !RENDERING_META.has((get('name') ?? '').trim().toLowerCase());
+  }
+  if (e.tagName === 'link') {
+    if (attr !== 'href' && attr !== 'imagesrcset') return false;
+    return !(get('rel') ?? '').toLowerCase().split(/[\t\n\f\r ]+/).includes('stylesheet');
+  }
+  return false;
 }
 
 /** A node's index record does not fit a frame even alone: encode again with all its attribute values in slots. */

@@ -21,6 +21,7 @@ import {
   encodePage,
   EncodedPage,
   FRAME_KIND,
+  IndexAttr,
   IndexNode,
   IndexPiece,
   parse5TreeBuilder,
@@ -421,7 +422,8 @@ describe('send order: the top of the page first', () => {
   test('a page whose first text lies past one frame of index: the first piece fills its frame as every other does', () => {
     const r = seededRng(7);
     const word = () => Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(r() * 36)]).join('');
-    const head = Array.from({ length: 150 }, (_, i) => `<meta name="m${i}" content="${word()}">`).join(''); // ~6 KB brotli cannot shrink far
+    // stylesheet links stay in the index (metadata such as <meta content> would go to deferred slots): ~6 KB brotli cannot shrink far
+    const head = Array.from({ length: 150 }, (_, i) => `<link rel="stylesheet" href="/${i}/${word()}.css">`).join('');
     const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(400)}</p></body></html>`;
     const page = encodePage(html, { sha256, codec });
     expect(page.pieces[0].nodes.some((n) => n.kind === 'element' && n.tagName === 'body')).toBe(false);
@@ -453,6 +455,47 @@ describe('send order: the top of the page first', () => {
     const slots = scripted.pieces.flatMap((p) => p.nodes).filter((n): n is Extract<IndexNode, { kind: 'text-slot' }> => n.kind === 'text-slot');
     const under = slots.filter((n) => n.parent === scripted.pieces.flatMap((p) => p.nodes).find((e) => e.kind === 'element' && e.tagName === 'noscript')?.n);
     expect(under.map((n) => n.ref.stream)).toEqual([STREAM.DEFERRED]);
+  });
+
+  test('metadata in the head (Open Graph, Twitter cards, icons) rides in deferred blocks; what can change the paint stays in the first piece', () => {
+    const og = (p: string, v: string): string => `<meta property="og:${p}" content="${v}">`;
+    const head = [
+      '<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
+      '<meta http-equiv="Content-Security-Policy" content="default-src \'self\'; img-src https:">',
+      og('title', 'A title for crawlers that nobody sees on the page itself'),
+      og('description', 'A description for link previews, as long as real pages make them, and then some more.'),
+      og('image', 'https://images.example.com/2026/11/a-rather-long-path/to-an-image-1200x630.jpg'),
+      '<meta name="twitter:card" content="summary_large_image"><meta name="theme-color" content="#112233">',
+      '<link rel="icon" href="https://static.example.com/favicons/favicon-32x32-v2.png">',
+      '<link rel="stylesheet" href="https://static.example.com/css/site-main-v2.css">',
+      '<style>h1 { color: #333 }</style>',
+    ].join('');
+    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(40)}</p></body></html>`;
+    const page = encodePage(html, { sha256, codec });
+    const attrsOf = (name: string): IndexAttr[] =>
+      page.pieces.flatMap((p) => p.nodes).filter((n) => n.kind === 'element' && n.tagName === name).flatMap((n) => (n.kind === 'element' ? n.attrs : []));
+    const value = (attrs: IndexAttr[], name: string, match: string): IndexAttr | undefined => attrs.filter((a) => a.name === name).find((a) => a.slot !== undefined || a.value.includes(match));
+    const metas = attrsOf('meta');
+    // painted or enforced: inline in the index, as before
+    expect(value(metas, 'content', 'width=device-width')?.value).toContain('width=device-width');
+    expect(value(metas, 'content', 'default-src')?.value).toContain('default-src');
+    expect(metas.filter((a) => a.name === 'content' && a.value === '#112233')).toHaveLength(1);
+    expect(attrsOf('link').find((a) => a.name === 'href' && a.value.endsWith('site-main-v2.css'))).toBeDefined();
+    // for crawlers, previews and the tab (og:title, og:description, og:image, twitter:card, the icon): deferred slots,
+    // empty in the index
+    const deferred = [...metas, ...attrsOf('link')].filter((a) => a.slot !== undefined);
+    expect(deferred.map((a) => a.slot?.stream)).toEqual([STREAM.DEFERRED, STREAM.DEFERRED, STREAM.DEFERRED, STREAM.DEFERRED, STREAM.DEFERRED]);
+    expect(deferred.every((a) => a.value === '')).toBe(true);
+    const { text } = textBeforeSecondIndexFrame(page);
+    expect(text).toContain('Heading');
+    // the finished tree is parse5's, values and all
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of [...page.frames].reverse()) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
   });
 
   testIf(realHtml !== null, 'the real-pages corpus (../shared/corpus/real-pages)')(`${REAL}: the first body text is on screen before the second index frame`, () => {
