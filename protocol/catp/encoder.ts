@@ -295,13 +295,20 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
 /** `<meta name>`s whose content can change what is painted (the rest describe the page to crawlers and apps). */
 const RENDERING_META = new Set(['viewport', 'color-scheme', 'supported-color-schemes', 'theme-color']);
 
+/** HTML attributes nothing paints: tooltips (`title`: a value appears on hover only, and the attribute itself is
+ * present from the first piece, so `[title]` selectors and `abbr[title]` still match), microdata's vocabulary URLs. */
+const UNPAINTED_ATTRS = new Set(['title', 'itemtype', 'itemid', 'longdesc']);
+
 /**
  * An attribute value that never changes what is painted: `<meta>` content for crawlers and apps (Open Graph,
- * Twitter cards, descriptions; not `http-equiv`, not the names above) and the URL of a `<link>` that is no
- * stylesheet (icons, canonical, alternates, preconnects). Real pages carry kilobytes of them at the top of the head,
- * in the first index piece; as deferred slots they ride after everything on screen.
+ * Twitter cards, descriptions; not `http-equiv`, not the names above), the URL of a `<link>` that is no
+ * stylesheet (icons, canonical, alternates, preconnects), inline event handlers (our sandbox runs no scripts), and
+ * UNPAINTED_ATTRS (not on `<link>` or `<style>`, where `title` names a style sheet set). Real pages carry kilobytes
+ * of them in the first index pieces; as deferred slots they ride after everything on screen, and the attribute is
+ * there (empty) until its block comes.
  */
 function isMetadataValue(e: P5Element, attr: string): boolean {
+  if (/^on[a-z]+$/i.test(attr)) return true;
   if (e.namespaceURI !== NS_HTML) return false;
   const get = (name: string): string | undefined => e.attrs.find((a) => a.name === name && a.namespace === undefined)?.value;
   if (e.tagName === 'meta') {
@@ -312,7 +319,7 @@ function isMetadataValue(e: P5Element, attr: string): boolean {
     if (attr !== 'href' && attr !== 'imagesrcset') return false;
     return !(get('rel') ?? '').toLowerCase().split(/[\t\n\f\r ]+/).includes('stylesheet');
   }
-  return false;
+  return e.tagName !== 'style' && UNPAINTED_ATTRS.has(attr);
 }
 
 /** A node's index record does not fit a frame even alone: encode again with all its attribute values in slots. */

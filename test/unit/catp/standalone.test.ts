@@ -457,7 +457,7 @@ describe('send order: the top of the page first', () => {
     expect(under.map((n) => n.ref.stream)).toEqual([STREAM.DEFERRED]);
   });
 
-  test('metadata in the head (Open Graph, Twitter cards, icons) rides in deferred blocks; what can change the paint stays in the first piece', () => {
+  test('metadata (Open Graph, Twitter cards, icons, tooltips, inline handlers) rides in deferred blocks; what can change the paint stays in the first piece', () => {
     const og = (p: string, v: string): string => `<meta property="og:${p}" content="${v}">`;
     const head = [
       '<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -467,10 +467,10 @@ describe('send order: the top of the page first', () => {
       og('image', 'https://images.example.com/2026/11/a-rather-long-path/to-an-image-1200x630.jpg'),
       '<meta name="twitter:card" content="summary_large_image"><meta name="theme-color" content="#112233">',
       '<link rel="icon" href="https://static.example.com/favicons/favicon-32x32-v2.png">',
-      '<link rel="stylesheet" href="https://static.example.com/css/site-main-v2.css">',
+      '<link rel="stylesheet" title="The default style sheet set" href="https://static.example.com/css/site-main-v2.css">',
       '<style>h1 { color: #333 }</style>',
     ].join('');
-    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(40)}</p></body></html>`;
+    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1 title="A tooltip that shows on hover, never before">Heading</h1><button onclick="openTheMenu(event, 'main')">Menu</button><p>${'Text. '.repeat(40)}</p></body></html>`;
     const page = encodePage(html, { sha256, codec });
     const attrsOf = (name: string): IndexAttr[] =>
       page.pieces.flatMap((p) => p.nodes).filter((n) => n.kind === 'element' && n.tagName === name).flatMap((n) => (n.kind === 'element' ? n.attrs : []));
@@ -481,6 +481,12 @@ describe('send order: the top of the page first', () => {
     expect(value(metas, 'content', 'default-src')?.value).toContain('default-src');
     expect(metas.filter((a) => a.name === 'content' && a.value === '#112233')).toHaveLength(1);
     expect(attrsOf('link').find((a) => a.name === 'href' && a.value.endsWith('site-main-v2.css'))).toBeDefined();
+    expect(attrsOf('link').find((a) => a.name === 'title')?.value).toBe('The default style sheet set'); // names a style sheet set
+    // nothing paints these: deferred, the attribute present (empty) until its block comes
+    for (const [tag, name] of [['h1', 'title'], ['button', 'onclick']]) {
+      const a = attrsOf(tag).find((x) => x.name === name);
+      expect([a?.value, a?.slot?.stream]).toEqual(['', STREAM.DEFERRED]);
+    }
     // for crawlers, previews and the tab (og:title, og:description, og:image, twitter:card, the icon): deferred slots,
     // empty in the index
     const deferred = [...metas, ...attrsOf('link')].filter((a) => a.slot !== undefined);
