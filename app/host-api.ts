@@ -46,6 +46,10 @@ export interface LoadOptions {
   mode: StreamMode;
   /** Ask the server to pace its frames at this many bytes per second. */
   rateBytesPerSec?: number;
+  /**
+   * Give up when no frame has arrived for this long (HOST_ERR_TIMEOUT): a deadline on silence, not on the whole
+   * load, so a large page on a slow or shared link keeps loading while its frames come.
+   */
   timeoutMs?: number;
   /** Called after every arriving frame with what it made displayable (the load's timeline). */
   onFrame?: (record: FrameRecord, events: StreamEvent[]) => void;

@@ -87,14 +87,22 @@ export class PageLoads {
       // (a load stopped before this point, its signal aborted while the request was being set up, arms no timer:
       // nothing would clear it, and it would keep the process alive for timeoutMs)
       if (options.timeoutMs !== undefined && !load.settled) {
-        const timer = setTimeout(() => {
-          this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${url} did not complete within ${options.timeoutMs} ms`), null);
-        }, options.timeoutMs);
-        const clear = () => clearTimeout(timer);
+        this.armTimeout(load);
+        const clear = () => clearTimeout(this.loadTimers.get(requestId));
         answer.then(clear, clear);
-        this.loadTimers.set(requestId, timer);
       }
     });
+  }
+
+  /** (Re)starts a load's silence deadline (LoadOptions.timeoutMs): at the request, then at every frame. */
+  private armTimeout(load: Load): void {
+    const ms = load.options.timeoutMs;
+    if (ms === undefined || load.settled) return;
+    clearTimeout(this.loadTimers.get(load.requestId));
+    const timer = setTimeout(() => {
+      this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${load.url}: no frame for ${ms} ms`), null);
+    }, ms);
+    this.loadTimers.set(load.requestId, timer);
   }
 
   /** Ends a load once: resolves or rejects it and, on failure, releases its request ID at once. */
@@ -205,7 +213,9 @@ export class PageLoads {
   onEvent(event: StreamClientEvent): void {
     switch (event.type) {
       case 'stream-frame': {
-        this.loads.get(event.requestId)?.options.onFrame?.(event.record, event.events);
+        const load = this.loads.get(event.requestId);
+        if (load) this.armTimeout(load);
+        load?.options.onFrame?.(event.record, event.events);
         // frames of a finished page's tail too (the load is settled; its ID stays to repeat the final report)
         if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record: event.record });
         return;

@@ -42,7 +42,7 @@ export interface BrowserServiceOptions {
   defaultTransport?: 'catp' | 'inorder';
   /** Ask servers to pace CATP / in-order frames at this many bytes/s. */
   rateBytesPerSec?: number;
-  /** Give up on a load after this long (ms). */
+  /** Give up on a load after this long (ms): a CATP / in-order load after this long without a frame. */
   loadTimeoutMs?: number;
   /** Where `save-record` writes (default ./catp-records). */
   recordDir?: string;

@@ -33,9 +33,12 @@
  * (max(smoothed RTT, minEpochMs)) with reported losses, rate ← rate × max(½, 1 − lossFraction/2), never below
  * `minRateFraction` of it; a loss-free epoch adds 1/16 back.
  *
- * Bounds: each frame is sent at most `maxSendsPerFrame` times, the whole transfer gives up
- * `giveUpAfterMs` after the first datagram, and an idle sender (nothing to send, no report for
- * `idleTimeoutMs`) stops — all with CATP_ERR_GAVE_UP.
+ * Bounds: each frame is sent at most `maxSendsPerFrame` times, the transfer gives up when no report has
+ * shown a frame newly received for `giveUpAfterMs` (from the first datagram on) or when it has taken longer than
+ * the page at `GIVE_UP_FLOOR_BYTES_PER_SEC` (never sooner than `giveUpAfterMs`), and an idle sender (nothing to
+ * send, no report for `idleTimeoutMs`) stops — all with CATP_ERR_GAVE_UP. (The deadline was `giveUpAfterMs` after
+ * the first datagram, whatever the progress: a 1 MB page sharing a 100 kB/s link with a TCP download, or any page
+ * of more than 600 kB on a 10 kB/s link, could never finish — `bench:congestion`'s in-order load failed so.)
  */
 import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
 import { RateController, type RateSnapshot } from './rate-control';
@@ -337,7 +340,7 @@ export interface SenderOptions {
   minEpochMs?: number;
   /** Sends of one frame before giving up (default 32). */
   maxSendsPerFrame?: number;
-  /** Give up this long after the first datagram (default 60 s). */
+  /** Give up when no frame was newly received for this long (default 60 s; see GIVE_UP_FLOOR_BYTES_PER_SEC). */
   giveUpAfterMs?: number;
   /** Stop when there is nothing to send and no report came for this long (default 10 s). */
   idleTimeoutMs?: number;
@@ -355,6 +358,12 @@ export interface SenderOptions {
 
 /** 'discover' never paces below this (bytes/s): a frame a second and a bit. */
 const MIN_DISCOVER_RATE = 1000;
+
+/**
+ * However slowly a page comes, the sender keeps at it while reports show progress, up to the page at this rate
+ * (1 MB: ~17 min): a bound for a peer that acknowledges a frame now and then to hold a stream, not a speed limit.
+ */
+export const GIVE_UP_FLOOR_BYTES_PER_SEC = 1000;
 
 class SeqQueue {
   private a: number[] = [];
@@ -440,6 +449,10 @@ export class RepairSender {
   private turnResend = true;
   private nextSendAt = -Infinity;
   private startedAt: number | null = null;
+  /** When a report last showed a frame newly received (or the first datagram went). */
+  private lastProgressAt = 0;
+  /** The whole transfer's deadline after the first datagram: the page at GIVE_UP_FLOOR_BYTES_PER_SEC. */
+  private readonly maxTransferMs: number;
   private lastActivityAt = 0;
   /** 'discover': a sender that hears no report for idleTimeoutMs stops, window open or not */
   private lastReportAt = 0;
@@ -489,6 +502,7 @@ export class RepairSender {
     this.minEpochMs = opts.minEpochMs ?? 20;
     this.maxSends = opts.maxSendsPerFrame ?? 32;
     this.giveUpAfterMs = opts.giveUpAfterMs ?? 60_000;
+    this.maxTransferMs = Math.max(this.giveUpAfterMs, (frames.reduce((t, f) => t + f.length, 0) / GIVE_UP_FLOOR_BYTES_PER_SEC) * 1000);
     this.idleTimeoutMs = opts.idleTimeoutMs ?? 10_000;
     this.burstMs = opts.burstMs ?? 1;
     this.queued = new Uint8Array(this.n);
@@ -585,7 +599,9 @@ export class RepairSender {
   handleTimer(nowMs: number): void {
     if (this.finished || this.startedAt === null) return;
     this.reuse?.tick(nowMs);
-    if (nowMs >= this.startedAt + this.giveUpAfterMs) this.fail(`not complete after ${this.giveUpAfterMs} ms`);
+    if (nowMs >= this.giveUpAt()) {
+      this.fail(nowMs >= this.startedAt + this.maxTransferMs ? `not complete after ${Math.round(this.maxTransferMs)} ms` : `no frame newly received for ${this.giveUpAfterMs} ms`);
+    }
     else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
     else if (!this.hasWork() && !this.reuse?.holding && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
@@ -593,7 +609,7 @@ export class RepairSender {
   nextTimerAt(): number | null {
     if (this.finished) return null;
     if (this.startedAt === null) return this.hasWork() ? 0 : null;
-    const giveUp = this.startedAt + this.giveUpAfterMs;
+    const giveUp = this.giveUpAt();
     const holdEnd = this.reuse?.deadline ?? Infinity;
     if (this.budgetBlocked) {
       // nothing to send until the budget grows (a report, a proof): only the deadlines
@@ -608,11 +624,16 @@ export class RepairSender {
     return Math.min(giveUp, this.lastActivityAt + this.idleTimeoutMs, holdEnd);
   }
 
+  private giveUpAt(): number {
+    return Math.min(this.lastProgressAt + this.giveUpAfterMs, (this.startedAt ?? Infinity) + this.maxTransferMs);
+  }
+
   /** The next datagram to send at `nowMs` (pacing permitting), or null. */
   nextDatagram(nowMs: number): Uint8Array | null {
     if (this.startedAt === null) {
       this.startedAt = nowMs;
       this.lastActivityAt = nowMs;
+      this.lastProgressAt = nowMs;
       this.lastReportAt = nowMs;
       this.reuse?.start(nowMs);
     }
@@ -839,6 +860,7 @@ export class RepairSender {
       for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore, missingOrds)) lost++;
     }
     const recv = Math.max(0, r.received - this.lastReceived);
+    if (recv > 0) this.lastProgressAt = Math.max(this.lastProgressAt, nowMs);
     this.lastReceived = Math.max(this.lastReceived, r.received);
     if (this.control !== null) {
       this.control.setRto(rto);

@@ -169,6 +169,28 @@ test('a load stopped while its request is being set up arms no load timer (one w
   }
 });
 
+test('timeoutMs is a deadline on silence: a slow page outlasts it while frames come; a page whose frames stop ends with HOST_ERR_TIMEOUT', async () => {
+  // 5,000 B/s: a frame every ~250 ms, the page in over a second
+  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 5_000, maxRateBytesPerSec: 5_000 } });
+  let passed = 0;
+  // frames stop after the fifth datagram to the client (the server keeps resending; nothing gets through)
+  const cut = await startUdpRelay(slow.port, { toClient: () => (++passed > 5 ? 'drop' : 'pass') });
+  try {
+    const t0 = Date.now();
+    const timeoutMs = 700;
+    const result = await host.load(`dhttp://127.0.0.1:${slow.port}/article.html`, { mode: 'catp', timeoutMs });
+    expect(result.kind).toBe('stream');
+    expect(Date.now() - t0).toBeGreaterThan(timeoutMs); // longer than the deadline: frames kept it alive
+    await expect(host.load(`dhttp://127.0.0.1:${cut.port}/article.html`, { mode: 'catp', timeoutMs })).rejects.toMatchObject({
+      code: 'HOST_ERR_TIMEOUT',
+      message: expect.stringContaining(`no frame for ${timeoutMs} ms`),
+    });
+  } finally {
+    await cut.close();
+    await slow.close();
+  }
+}, 30_000);
+
 test('a load stopped mid-way rejects with HOST_ERR_STOPPED and releases its request ID', async () => {
   const stop = new AbortController();
   let frames = 0;

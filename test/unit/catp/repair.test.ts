@@ -187,6 +187,25 @@ describe('repair over a lossy pipe', () => {
     expect((res.events[0].e as { code: string }).code).toBe(CATP_ERR.STALLED);
   });
 
+  test('a slow page keeps coming past giveUpAfterMs while reports show progress; a stream that stops progressing gives up', () => {
+    // 2,000 B/s (a link shared with a TCP download, or a slow one): the page needs about twice giveUpAfterMs
+    const body = new Uint8Array(60_000).map((_, i) => 97 + ((i * 7) % 26));
+    const raw = encodeRaw(body, { sha256 });
+    const slow = new RepairSender(raw.frames, 0, { requestId: ID, giveUpAfterMs: 15_000 });
+    const res = runPipe<RawAssemblerEvent>(slow, new RawAssembler({ sha256, requestId: ID }), { seed: 5, loss: 0, jitterMs: 0, downBytesPerMs: 2, maxMs: 120_000 });
+    expect(slow.error).toBeNull();
+    expect(res.completeAt).toBeGreaterThan(15_000);
+    expect(slow.done).toBe(true);
+
+    // frames stop arriving after the fifth datagram; the client keeps reporting (it would wait long)
+    const stuck = new RepairSender(raw.frames, 0, { requestId: ID, giveUpAfterMs: 5_000 });
+    const client = new RawAssembler({ sha256, requestId: ID, repair: { maxSilentReports: 100_000 } });
+    runPipe<RawAssemblerEvent>(stuck, client, { seed: 5, loss: 0, jitterMs: 0, drop: (dir, _b, n) => dir === 'down' && n >= 5, maxMs: 30_000 });
+    expect(stuck.error?.code).toBe(CATP_ERR.GAVE_UP);
+    expect(stuck.error?.message).toContain('no frame newly received for 5000 ms');
+    expect(stuck.stats.reports).toBeGreaterThan(50); // reports came all along: the idle timeout was not what ended it
+  });
+
   test('no loss and no reordering: nothing is resent', () => {
     const { res, sender, tree } = catpRun(0, 1, { jitterMs: 0, dup: 0 });
     expect(res.completeAt).not.toBeNull();
