@@ -601,8 +601,7 @@ export class RepairSender {
     this.reuse?.tick(nowMs);
     if (nowMs >= this.giveUpAt()) {
       this.fail(nowMs >= this.startedAt + this.maxTransferMs ? `not complete after ${Math.round(this.maxTransferMs)} ms` : `no frame newly received for ${this.giveUpAfterMs} ms`);
-    }
-    else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
+    } else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
     else if (!this.hasWork() && !this.reuse?.holding && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
 
