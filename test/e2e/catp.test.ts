@@ -177,7 +177,7 @@ test('timeoutMs is a deadline on silence: a slow page outlasts it while frames c
   const cut = await startUdpRelay(slow.port, { toClient: () => (++passed > 5 ? 'drop' : 'pass') });
   try {
     const t0 = Date.now();
-    const timeoutMs = 700;
+    const timeoutMs = 800;
     const result = await host.load(`dhttp://127.0.0.1:${slow.port}/article.html`, { mode: 'catp', timeoutMs });
     expect(result.kind).toBe('stream');
     expect(Date.now() - t0).toBeGreaterThan(timeoutMs); // longer than the deadline: frames kept it alive
