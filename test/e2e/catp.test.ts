@@ -170,18 +170,23 @@ test('a load stopped while its request is being set up arms no load timer (one w
 });
 
 test('timeoutMs is a deadline on silence: a slow page outlasts it while frames come; a page whose frames stop ends with HOST_ERR_TIMEOUT', async () => {
-  // 5,000 B/s: a frame every ~250 ms, the page in over a second
-  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 5_000, maxRateBytesPerSec: 5_000 } });
+  // ~40 kB of words that compress to some 15 kB of frames: at 20,000 B/s a frame every ~60 ms, the page in ~1 s
+  const rand = seededRng(33);
+  const words = Array.from({ length: 6000 }, () => Array.from({ length: 2 + Math.floor(rand() * 6) }, () => 'abcdefghijklmnopqrstuvwxyz'[Math.floor(rand() * 26)]).join(''));
+  writeFileSync(join(root, 'words.html'), `<!DOCTYPE html><html><head><title>words</title></head><body><p>${words.join(' ')}</p></body></html>`);
+  const slow = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 20_000, maxRateBytesPerSec: 20_000 } });
   let passed = 0;
   // frames stop after the fifth datagram to the client (the server keeps resending; nothing gets through)
   const cut = await startUdpRelay(slow.port, { toClient: () => (++passed > 5 ? 'drop' : 'pass') });
   try {
+    const timeoutMs = 400;
+    let frames = 0;
     const t0 = Date.now();
-    const timeoutMs = 800;
-    const result = await host.load(`dhttp://127.0.0.1:${slow.port}/article.html`, { mode: 'catp', timeoutMs });
+    const result = await host.load(`dhttp://127.0.0.1:${slow.port}/words.html`, { mode: 'catp', timeoutMs, onFrame: () => frames++ });
     expect(result.kind).toBe('stream');
+    expect(frames).toBeGreaterThan(8);
     expect(Date.now() - t0).toBeGreaterThan(timeoutMs); // longer than the deadline: frames kept it alive
-    await expect(host.load(`dhttp://127.0.0.1:${cut.port}/article.html`, { mode: 'catp', timeoutMs })).rejects.toMatchObject({
+    await expect(host.load(`dhttp://127.0.0.1:${cut.port}/words.html`, { mode: 'catp', timeoutMs })).rejects.toMatchObject({
       code: 'HOST_ERR_TIMEOUT',
       message: expect.stringContaining(`no frame for ${timeoutMs} ms`),
     });
