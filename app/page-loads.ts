@@ -86,19 +86,15 @@ export class PageLoads {
       }
       // (a load stopped before this point, its signal aborted while the request was being set up, arms no timer:
       // nothing would clear it, and it would keep the process alive for timeoutMs)
-      if (options.timeoutMs !== undefined && !load.settled) {
-        this.armTimeout(load);
-        const clear = () => clearTimeout(this.loadTimers.get(requestId));
-        answer.then(clear, clear);
-      }
+      // (settle, which every outcome of `answer` reaches, clears it)
+      if (options.timeoutMs !== undefined && !load.settled) this.armTimeout(load);
     });
   }
 
-  /** (Re)starts a load's silence deadline (LoadOptions.timeoutMs): at the request, then at every frame. */
+  /** Starts a load's silence deadline (LoadOptions.timeoutMs) at the request; every frame restarts it (`refresh`). */
   private armTimeout(load: Load): void {
     const ms = load.options.timeoutMs;
     if (ms === undefined || load.settled) return;
-    clearTimeout(this.loadTimers.get(load.requestId));
     const timer = setTimeout(() => {
       this.settle(load, new HostError('HOST_ERR_TIMEOUT', `${load.url}: no frame for ${ms} ms`), null);
     }, ms);
@@ -213,9 +209,9 @@ export class PageLoads {
   onEvent(event: StreamClientEvent): void {
     switch (event.type) {
       case 'stream-frame': {
-        const load = this.loads.get(event.requestId);
-        if (load) this.armTimeout(load);
-        load?.options.onFrame?.(event.record, event.events);
+        // a frame restarts the load's silence deadline: the same timer, re-armed in place
+        this.loadTimers.get(event.requestId)?.refresh();
+        this.loads.get(event.requestId)?.options.onFrame?.(event.record, event.events);
         // frames of a finished page's tail too (the load is settled; its ID stays to repeat the final report)
         if (channels.frame.hasSubscribers) channels.frame.publish({ requestId: event.requestId, record: event.record });
         return;

@@ -599,9 +599,9 @@ export class RepairSender {
   handleTimer(nowMs: number): void {
     if (this.finished || this.startedAt === null) return;
     this.reuse?.tick(nowMs);
-    if (nowMs >= this.giveUpAt()) {
-      this.fail(nowMs >= this.startedAt + this.maxTransferMs ? `not complete after ${Math.round(this.maxTransferMs)} ms` : `no frame newly received for ${this.giveUpAfterMs} ms`);
-    } else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
+    if (nowMs >= this.startedAt + this.maxTransferMs) this.fail(`not complete after ${Math.round(this.maxTransferMs)} ms`);
+    else if (nowMs >= this.lastProgressAt + this.giveUpAfterMs) this.fail(`no frame newly received for ${this.giveUpAfterMs} ms`);
+    else if (this.control !== null && !this.reuse?.holding && nowMs >= this.lastReportAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
     else if (!this.hasWork() && !this.reuse?.holding && nowMs >= this.lastActivityAt + this.idleTimeoutMs) this.fail(`no report for ${this.idleTimeoutMs} ms`);
   }
 
