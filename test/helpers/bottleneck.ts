@@ -27,6 +27,12 @@ export interface BottleneckOptions {
    * server/catp.ts does. (The reports' own 3× allowance before the proof is left out.)
    */
   firstFlight?: { budgetBytes: number; tokenBytes?: number; proofBytes?: number };
+  /**
+   * The sender's wake-ups as the server gives them (server/catp.ts): on a report, or on its timer, which Node fires
+   * never sooner than 1 ms after it was armed (`setTimeout(ceil(due - now))`) and `timerLateMs` after that. Without
+   * it the sender is asked at every event of the simulation (wakes exactly when due, and more often).
+   */
+  timerLateMs?: number;
 }
 
 export interface BottleneckResult {
@@ -82,17 +88,29 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     res.departures.push({ at: depart, bytes: d.length });
     down.push({ at: depart + o.delayMs, bytes: d });
   };
+  const timers = o.timerLateMs !== undefined;
+  let wakeAt = 0;
+  const serve = () => {
+    for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) enqueue(d);
+    const at = sender.nextTimerAt();
+    if (timers) wakeAt = at === null ? Infinity : now + Math.max(1, Math.ceil(at - now)) + o.timerLateMs!;
+  };
   for (let iter = 0; iter < 50_000_000; iter++) {
+    let woken = !timers || now >= wakeAt;
     if (now >= proofAt) {
       sender.setSendBudget(null);
       sender.onHandshakeRtt(now, proofAt);
       proofAt = Infinity;
+      woken = true;
     }
-    for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) enqueue(d);
+    if (woken) serve();
     while (downHead < down.length && down[downHead].at <= now) {
       client.receive(down[downHead++].bytes, now);
     }
-    while (upHead < up.length && up[upHead].at <= now) sender.receiveReport(up[upHead++].bytes, now);
+    while (upHead < up.length && up[upHead].at <= now) {
+      sender.receiveReport(up[upHead++].bytes, now);
+      if (timers) serve();
+    }
     for (let rep = client.nextReport(now); rep; rep = client.nextReport(now)) {
       if (o.upLoss !== undefined && o.upLoss > 0 && r() < o.upLoss) continue;
       up.push({ at: now + o.delayMs, bytes: rep });
@@ -102,7 +120,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     }
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
-    const cands = [sender.nextTimerAt(), client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    const cands = [timers ? (Number.isFinite(wakeAt) ? wakeAt : null) : sender.nextTimerAt(), client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
     let next = Infinity;
     for (const c of cands) if (c !== null && c < next) next = c;
     if (next === Infinity) break;

@@ -90,6 +90,21 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
     expect(times[299]! / times[150]!).toBeLessThan(3);
   });
 
+  test.each([0.5, 1.2])('a 10 MB/s link, the sender woken as the server wakes it (on a report, or a timer never sooner than 1 ms and then %p ms late): the bottleneck stays at least 90%% busy', (lateMs) => {
+    const rate = 10_000;
+    const bytes = 3_000_000;
+    const { res, sender, end } = run(bytes, { rate, delayMs: 5, timerLateMs: lateMs });
+    const prompt = run(bytes, { rate, delayMs: 5 });
+    expect(res.completeAt).not.toBeNull();
+    // Before: each late wake-up restarted the pacing schedule at its own time, so every cycle lost its lateness,
+    // the delivery samples fell with the rate sent and the estimate with them (0.5 ms late: 83% busy, the
+    // estimate 8.4 MB/s; 1.2 ms: 58%, 4.0 MB/s).
+    expect(throughput(res, end / 4, end)).toBeGreaterThan(rate * 0.9);
+    expect(sender.stats.control!.btlBw).toBeGreaterThan(rate * 0.9);
+    expect(end).toBeLessThan(prompt.end * 1.1);
+    expect(res.queueDrops).toBe(0);
+  });
+
   test('frames of unequal sizes (a real page with its server codec: index frames, sent first, larger than its data frames) read as no loss on a loss-free link', () => {
     const found = realPages();
     expect(found).not.toBeNull(); // ../shared/corpus beside the project, as for every corpus test
