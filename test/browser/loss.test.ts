@@ -76,8 +76,10 @@ maybe('loading under loss', () => {
     expect(record.arrivals.some((f) => f.repaired > 0)).toBe(true);
     expect(last.missing).toBe(0);
     expect(rig.relay!.counts.dropped).toBeGreaterThan(0);
-    // a renderer that is not the bottleneck keeps silent time near the network floor
-    expect(record.silentTimeMs).toBeGreaterThanOrEqual(record.networkFloorMs - 1);
+    // A renderer that is not the bottleneck keeps silent time near the network floor. It can be below it by up to a
+    // frame: paints land on vsync (16.7 ms apart), arrivals do not, so the paint that ends the floor's gap may wait
+    // less for its vsync than the one that began it (CI: 248.6 ms silent against a 256.4 ms floor).
+    expect(record.silentTimeMs).toBeGreaterThanOrEqual(record.networkFloorMs - 17);
   });
 
   test('the page area does not move when the HUD\'s figures grow (a wrapped HUD pushed the page down mid-load)', async () => {
