@@ -702,7 +702,8 @@ export class RepairSender {
     // A wake-up that came late for the pacing schedule (Node's timers fire 1 ms or more after they are due) keeps up
     // to one burst of what it missed: restarting the schedule at every wake-up dropped the lateness from each cycle,
     // and on a 10 MB/s path cycles of ~1.3 ms paced at ~75% of the rate (bench:congestion's fast path). After a wait
-    // for anything else (the window, data) the schedule restarts at the clock: no burst for time nobody could send.
+    // for anything else (the window, the address budget, data) the schedule restarts at the clock: no burst for time
+    // nobody could send in.
     if (this.sendBudget === null) this.nextSendAt = Math.max(this.nextSendAt, late ? nowMs - this.burstMs : nowMs) + cost / this.rate;
     this.pacing = true;
     return out;
