@@ -18,7 +18,8 @@
  * a loss cannot have been a queue overflowing: it is random, and the drain rate is what the path takes from us.
  * Pacing at it keeps the bottleneck full through random loss (before the bottleneck a lost packet costs no
  * bandwidth, after it the sender could not have known). Otherwise losses may be tail drops and only the delivery
- * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
+ * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips; the min RTT
+ * the least sample of the last 10 s.
  *
  * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
@@ -114,7 +115,14 @@ export class RateController {
   /** per-round longest gap between acks, newest last (at most bwWindow) */
   private ackGapRounds: number[] = [];
   private roundMaxAckGap = 0;
-  private minRttAt = -Infinity;
+  /**
+   * RTT samples of the last MIN_RTT_WINDOW_MS that no later sample undercuts (a monotonic queue: times and values,
+   * from `minRttHead`): the min RTT is its head's value. When the least sample ages out, the next least of the
+   * window takes its place — not the sample of the moment, which on a path we keep busy has a queue in it.
+   */
+  private minRttAt: number[] = [];
+  private minRttVal: number[] = [];
+  private minRttHead = 0;
   private rounds = 0;
   private roundEndIdx = 0;
   /** first send of the round that just ended */
@@ -193,10 +201,10 @@ export class RateController {
   pacingRate(nowMs: number): number {
     const bw = this.btlBw;
     // before a sample: the initial window over one RTT (the handshake's, when the sender was given it)
-    let base = bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
-    if (bw > 0 && this.firstFlightFloor()) base = Math.max(base, this.initialWindow / this.startRtt);
-    let r = this.gain() * base;
+    let r = this.gain() * (bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt));
     if (bw === 0) r = Math.min(r, this.startRate);
+    // the first flight's floor is the initial window's pacing, the dispersion hint's bound included
+    else if (this.firstFlightFloor()) r = Math.max(r, Math.min(STARTUP_GAIN * (this.initialWindow / this.startRtt), this.startRate));
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
     return Math.max(this.minRate, Math.min(this.maxRate, r));
@@ -412,10 +420,7 @@ export class RateController {
     this.lastProgressAt = nowMs;
     this.stallsSeen = 0;
     if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
-    if (rttMs >= 0 && (rttMs <= this.minRtt || nowMs - this.minRttAt > MIN_RTT_WINDOW_MS)) {
-      this.minRtt = rttMs;
-      this.minRttAt = nowMs;
-    }
+    if (rttMs >= 0) this.takeRtt(nowMs, rttMs);
     const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: deliveredBytes, sentAt: this.sendAt[sendIdx] };
     if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
     const snapIdx = this.sendSnap[sendIdx];
@@ -451,6 +456,30 @@ export class RateController {
     if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
   }
 
+  /**
+   * The min RTT over the last MIN_RTT_WINDOW_MS. Without PROBE_RTT (BBR drains its queue every 10 s to measure it
+   * again) an expired minimum used to be replaced by the sample of the moment: on a path we kept busy that carried a
+   * queue (100 kB/s, 20% loss: 32 → 112 ms), the window grew with it past the bottleneck's queue, and tail drops
+   * went on for the rest of the transfer.
+   */
+  private takeRtt(nowMs: number, rttMs: number): void {
+    const at = this.minRttAt;
+    const val = this.minRttVal;
+    while (at.length > this.minRttHead && val[val.length - 1] >= rttMs) {
+      at.pop();
+      val.pop();
+    }
+    at.push(nowMs);
+    val.push(rttMs);
+    while (this.minRttHead < at.length - 1 && at[this.minRttHead] < nowMs - MIN_RTT_WINDOW_MS) this.minRttHead++;
+    if (this.minRttHead > 64 && this.minRttHead * 2 > at.length) {
+      at.splice(0, this.minRttHead);
+      val.splice(0, this.minRttHead);
+      this.minRttHead = 0;
+    }
+    this.minRtt = val[this.minRttHead];
+  }
+
   private endRound(nowMs: number, point: AckPoint): void {
     this.rounds++;
     this.roundStartIdx = this.roundEndIdx;
@@ -479,7 +508,13 @@ export class RateController {
       // estimate drops below what the round delivered (BBRv2's β for its inflight bound is 0.7; we take 0.85 of
       // the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
-      const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
+      // Chance is judged at the loss this flow has seen: the quiet baseline once probe_bw has learned one; before
+      // (startup, drain) the flow's loss so far. At a floor of 1% alone, a 10 kB/s link's rounds of three or four
+      // frames read one random loss in four as congestion: at 15% random loss two such rounds running came in about
+      // every other load, each cutting the estimate to 0.85 of a round that had lost a quarter (catp silent-time,
+      // 50 KB, seed 75: to 39% of the link, and the load took 6.8 s instead of 4.3).
+      const chance = this.quietLossSeen ? this.quietLoss : point.drained > 0 ? Math.max(0, 1 - point.delivered / point.drained) : 0;
+      const noise = 3 * Math.sqrt(Math.max(chance * (1 - chance), 0.01) / frames);
       // ... and only with a queue in sight: a round whose every RTT stayed near the least lost its frames at
       // random, whatever the baseline knows yet (in startup it knows nothing: 20% random loss read as congestion
       // there and cut the estimate by ~0.7 a round, to a tenth of the link in a few rounds, from which probing
