@@ -18,12 +18,12 @@
  * a loss cannot have been a queue overflowing: it is random, and the drain rate is what the path takes from us.
  * Pacing at it keeps the bottleneck full through random loss (before the bottleneck a lost packet costs no
  * bandwidth, after it the sender could not have known). Otherwise losses may be tail drops and only the delivery
- * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips; the min RTT
- * the least sample of the last 10 s.
+ * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
  *
  * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
- * min-RTT each. In flight ≤ 2 × estimate × (min RTT + the longest recent ack gap, ≤ 40 ms), at least
+ * min-RTT each; when the min RTT is 10 s old, PROBE_RTT holds `minWindowFrames` in flight for 200 ms once our queue
+ * has drained, and takes the least RTT meanwhile. In flight ≤ 2 × estimate × (min RTT + the longest recent ack gap, ≤ 40 ms), at least
  * `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's initial window, RFC 6928), paced
  * over the assumed initial RTT, or a handshake's, and no faster than a dispersion rate (`seedRate`) when the server
  * read one from the client's first two datagrams; after a first flight, startup keeps that window and pacing while
@@ -59,12 +59,14 @@ export interface RateControlOptions {
   congestionLoss?: number;
 }
 
-export type RateState = 'startup' | 'drain' | 'probe_bw';
+export type RateState = 'startup' | 'drain' | 'probe_bw' | 'probe_rtt';
 
 const STARTUP_GAIN = 2.885; // 2/ln 2: doubles the delivery rate per round, as BBR
 const CWND_GAIN = 2;
 const PROBE_GAINS = [1.25, 0.75, 1, 1, 1, 1, 1, 1];
 const MIN_RTT_WINDOW_MS = 10_000;
+/** How long probe_rtt holds the least window once our queue has drained (BBR's 200 ms). */
+const PROBE_RTT_MS = 200;
 const MIN_STALL_RTO_MS = 200;
 const CONGESTION_BETA = 0.85;
 /** Most ack aggregation (ms of the estimate) the window allows for beyond 2 BDP. */
@@ -92,6 +94,7 @@ export interface RateSnapshot {
   congestionCaps: number;
   queueCaps: number;
   stalls: number;
+  probeRtts: number;
 }
 
 export class RateController {
@@ -115,14 +118,12 @@ export class RateController {
   /** per-round longest gap between acks, newest last (at most bwWindow) */
   private ackGapRounds: number[] = [];
   private roundMaxAckGap = 0;
-  /**
-   * RTT samples of the last MIN_RTT_WINDOW_MS that no later sample undercuts (a monotonic queue: times and values,
-   * from `minRttHead`): the min RTT is its head's value. When the least sample ages out, the next least of the
-   * window takes its place — not the sample of the moment, which on a path we keep busy has a queue in it.
-   */
-  private minRttAt: number[] = [];
-  private minRttVal: number[] = [];
-  private minRttHead = 0;
+  private minRttAt = -Infinity;
+  /** probe_rtt: when it may end (null until the data in flight is down to the least window), its least RTT */
+  private probeRttDoneAt: number | null = null;
+  private probeRttMin = Infinity;
+  /** times the min RTT expired and probe_rtt measured it again */
+  probeRtts = 0;
   private rounds = 0;
   private roundEndIdx = 0;
   /** first send of the round that just ended */
@@ -194,6 +195,7 @@ export class RateController {
   private gain(): number {
     if (this.state === 'startup') return STARTUP_GAIN;
     if (this.state === 'drain') return 1 / STARTUP_GAIN;
+    if (this.state === 'probe_rtt') return 1;
     return PROBE_GAINS[this.cycleIdx];
   }
 
@@ -215,6 +217,7 @@ export class RateController {
     if (this.stallCount(nowMs) > 0) return this.minWindow;
     const bw = this.btlBw;
     if (bw === 0) return this.initialWindow;
+    if (this.state === 'probe_rtt') return this.minWindow;
     const gain = this.state === 'startup' ? STARTUP_GAIN : CWND_GAIN;
     // acks come in batches (every 2 frames or 10 ms, one report per 5 ms at most, a busy client's event loop):
     // the window also covers the longest recent gap between acks, or a path whose RTT is below it (loopback, a
@@ -381,7 +384,8 @@ export class RateController {
     if (bytes > this.largestSend) this.largestSend = bytes;
     this.sendCum.push((i > 0 ? this.sendCum[i - 1] : 0) + bytes);
     this.sendSnap.push(this.acks.length - 1);
-    if (appLimited) this.appLimitedUntil = i;
+    // probe_rtt holds the window at its least on purpose: its samples say nothing about the path (as BBR marks them)
+    if (appLimited || this.state === 'probe_rtt') this.appLimitedUntil = i;
     if (this.state === 'probe_bw' && nowMs - this.cycleAt >= this.minRttMs) {
       this.cycleIdx = (this.cycleIdx + 1) % PROBE_GAINS.length;
       this.cycleAt = nowMs;
@@ -421,6 +425,7 @@ export class RateController {
     this.stallsSeen = 0;
     if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
     if (rttMs >= 0) this.takeRtt(nowMs, rttMs);
+    if (this.state === 'probe_rtt') this.probeRtt(nowMs);
     const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: deliveredBytes, sentAt: this.sendAt[sendIdx] };
     if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
     const snapIdx = this.sendSnap[sendIdx];
@@ -457,27 +462,44 @@ export class RateController {
   }
 
   /**
-   * The min RTT over the last MIN_RTT_WINDOW_MS. Without PROBE_RTT (BBR drains its queue every 10 s to measure it
-   * again) an expired minimum used to be replaced by the sample of the moment: on a path we kept busy that carried a
-   * queue (100 kB/s, 20% loss: 32 → 112 ms), the window grew with it past the bottleneck's queue, and tail drops
-   * went on for the rest of the transfer.
+   * An RTT sample. A new least one is the min RTT. When the min RTT is older than MIN_RTT_WINDOW_MS, BBR's
+   * PROBE_RTT measures it again: the window shrinks to `minWindowFrames` until our own queue has drained, then
+   * for PROBE_RTT_MS more, and the least sample meanwhile is the min RTT. Taking the sample of the moment instead
+   * read our own queue as the path on a link we kept busy (100 kB/s, 20% loss: 32 → 112 ms): the window grew with
+   * it past the bottleneck's queue, and tail drops went on for the rest of the transfer. Remembering the least
+   * sample of the last 10 s instead was tried (`db8f44b`) and starved us beside a TCP flow: it remembered the dips
+   * of TCP's queue, and the standing-queue rule kept capping us. Here a competing flow's queue, which does not
+   * drain when we hold back, stays in the measurement, as in BBR. (In startup the sample of the moment is
+   * taken: startup has not filled the pipe, and has no queue of ours yet to drain.)
    */
   private takeRtt(nowMs: number, rttMs: number): void {
-    const at = this.minRttAt;
-    const val = this.minRttVal;
-    while (at.length > this.minRttHead && val[val.length - 1] >= rttMs) {
-      at.pop();
-      val.pop();
+    if (this.state === 'probe_rtt') this.probeRttMin = Math.min(this.probeRttMin, rttMs);
+    if (rttMs <= this.minRtt) {
+      this.minRtt = rttMs;
+      this.minRttAt = nowMs;
+    } else if (nowMs - this.minRttAt > MIN_RTT_WINDOW_MS) {
+      if (this.state === 'probe_bw' || this.state === 'drain') {
+        this.state = 'probe_rtt';
+        this.probeRtts++;
+        this.probeRttDoneAt = null;
+        this.probeRttMin = rttMs;
+      } else if (this.state === 'startup') {
+        this.minRtt = rttMs;
+        this.minRttAt = nowMs;
+      }
     }
-    at.push(nowMs);
-    val.push(rttMs);
-    while (this.minRttHead < at.length - 1 && at[this.minRttHead] < nowMs - MIN_RTT_WINDOW_MS) this.minRttHead++;
-    if (this.minRttHead > 64 && this.minRttHead * 2 > at.length) {
-      at.splice(0, this.minRttHead);
-      val.splice(0, this.minRttHead);
-      this.minRttHead = 0;
+  }
+
+  /** In probe_rtt: once the data in flight is down to the least window, PROBE_RTT_MS (and a round trip) later, done. */
+  private probeRtt(nowMs: number): void {
+    if (this.probeRttDoneAt === null) {
+      if (this.inflightNow() <= this.minWindow) this.probeRttDoneAt = nowMs + Math.max(PROBE_RTT_MS, this.probeRttMin);
+      return;
     }
-    this.minRtt = val[this.minRttHead];
+    if (nowMs < this.probeRttDoneAt) return;
+    this.minRtt = this.probeRttMin;
+    this.minRttAt = nowMs;
+    this.enterProbe(nowMs);
   }
 
   private endRound(nowMs: number, point: AckPoint): void {
@@ -508,13 +530,7 @@ export class RateController {
       // estimate drops below what the round delivered (BBRv2's β for its inflight bound is 0.7; we take 0.85 of
       // the delivery rate), so a TCP flow sharing the queue gets room back.
       const frames = Math.max(1, sent / this.frameBytes);
-      // Chance is judged at the loss this flow has seen: the quiet baseline once probe_bw has learned one; before
-      // (startup, drain) the flow's loss so far. At a floor of 1% alone, a 10 kB/s link's rounds of three or four
-      // frames read one random loss in four as congestion: at 15% random loss two such rounds running came in about
-      // every other load, each cutting the estimate to 0.85 of a round that had lost a quarter (catp silent-time,
-      // 50 KB, seed 75: to 39% of the link, and the load took 6.8 s instead of 4.3).
-      const chance = this.quietLossSeen ? this.quietLoss : point.drained > 0 ? Math.max(0, 1 - point.delivered / point.drained) : 0;
-      const noise = 3 * Math.sqrt(Math.max(chance * (1 - chance), 0.01) / frames);
+      const noise = 3 * Math.sqrt(Math.max(this.quietLoss * (1 - this.quietLoss), 0.01) / frames);
       // ... and only with a queue in sight: a round whose every RTT stayed near the least lost its frames at
       // random, whatever the baseline knows yet (in startup it knows nothing: 20% random loss read as congestion
       // there and cut the estimate by ~0.7 a round, to a tenth of the link in a few rounds, from which probing
@@ -528,7 +544,13 @@ export class RateController {
       const recentMax = this.maxRttRecent();
       const queueSeen = this.roundMaxRtt > this.minRttMs * 1.25 + slack
         || (recentMax - this.minRttMs > slack && this.roundMaxRtt > (this.minRttMs + recentMax) / 2);
-      const lossy = queueSeen && loss > this.quietLoss + Math.max(this.congestionLoss, noise);
+      // ... and at least two frames lost: a 10 kB/s link's rounds hold three or four frames, where one random loss
+      // is a quarter of the round (3σ at the 1% floor is 15%): at 15% random loss two such rounds running came in
+      // about every other load, each cutting the estimate to 0.85 of a round that had lost a quarter (catp
+      // silent-time, 50 KB, seed 75: to 39% of the link, and the load took 6.8 s instead of 4.3). (Judging chance at
+      // the flow's own loss instead, before a quiet baseline, took that away too, but also the caps that make room
+      // for a TCP flow filling the queue: 2 of 6 fairness runs had TCP below half its share.)
+      const lossy = queueSeen && loss > this.quietLoss + Math.max(this.congestionLoss, noise) && sent - delivered >= 2 * this.frameBytes;
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
       const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 && pushing ? sent / interval : Infinity;
@@ -540,8 +562,12 @@ export class RateController {
         this.capUntilRound = this.rounds + 1;
       }
     } else this.lossyRounds = 0;
-    this.bwRounds.push(this.roundMax);
-    if (this.bwRounds.length > this.bwWindow) this.bwRounds.shift();
+    // probe_rtt's rounds (a handful of frames each, BBR's 200 ms may be forty rounds on a fast path) do not age the
+    // estimate out: it is the path's rate from before, which the pipe refills at when probe_rtt ends
+    if (this.state !== 'probe_rtt' || this.roundMax > 0) {
+      this.bwRounds.push(this.roundMax);
+      if (this.bwRounds.length > this.bwWindow) this.bwRounds.shift();
+    }
     this.rttRounds.push(this.roundMaxRtt);
     if (this.rttRounds.length > this.bwWindow) this.rttRounds.shift();
     this.roundMaxRtt = 0;
@@ -575,6 +601,7 @@ export class RateController {
       congestionCaps: this.congestionCaps,
       queueCaps: this.queueCaps,
       stalls: this.stalls,
+      probeRtts: this.probeRtts,
     };
   }
 }
