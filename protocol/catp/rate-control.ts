@@ -22,12 +22,13 @@
  *
  * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
- * min-RTT each; when the min RTT is 10 s old, PROBE_RTT holds `minWindowFrames` in flight for 200 ms once our queue
- * has drained, and takes the least RTT meanwhile. In flight ≤ 2 × estimate × (min RTT + the longest recent ack gap, ≤ 40 ms), at least
- * `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's initial window, RFC 6928), paced
- * over the assumed initial RTT, or a handshake's, and no faster than a dispersion rate (`seedRate`) when the server
- * read one from the client's first two datagrams; after a first flight, startup keeps that window and pacing while
- * the RTTs stay at the handshake's (`firstFlightFloor`).
+ * min-RTT each; when the min RTT is 10 s old, PROBE_RTT holds `minWindowFrames` in flight for 200 ms once our
+ * queue has drained, and takes the least RTT meanwhile. In flight ≤ 2 × estimate × (min RTT + the longest recent
+ * ack gap, ≤ 40 ms), at least `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's
+ * initial window, RFC 6928), paced over the assumed initial RTT, or a handshake's, and no faster than a dispersion
+ * rate (`seedRate`) when the server read one from the client's first two datagrams; after a first flight, startup
+ * keeps that window and pacing (the dispersion rate's bound included) while the RTTs stay at the handshake's
+ * (`firstFlightFloor`).
  *
  * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
  * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), with a queue in sight (the round's

@@ -44,8 +44,6 @@ export interface BottleneckResult {
   queueDelays: Array<{ at: number; ms: number }>;
   lossDrops: number;
   queueDrops: number;
-  /** when each tail drop happened */
-  queueDropTimes: number[];
   sent: number;
 }
 
@@ -61,7 +59,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const inQueue: Array<{ depart: number; size: number }> = [];
   let qHead = 0;
   let lastDepart = 0;
-  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, queueDropTimes: [], sent: 0 };
+  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0 };
   let now = 0;
   client.start(0);
   let proofAt = Infinity;
@@ -80,7 +78,6 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     for (let i = qHead; i < inQueue.length; i++) backlog += inQueue[i].size;
     if (backlog + d.length > queueBytes) {
       res.queueDrops++;
-      res.queueDropTimes.push(now);
       return;
     }
     const start = Math.max(now, lastDepart);
