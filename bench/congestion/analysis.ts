@@ -16,7 +16,7 @@ export interface GetOutcome {
   /** http: HTTP status and the channel the answer came on (`plain HTTP/1.1 over TCP`, `UDP`, ...) */
   status?: number;
   via?: string;
-  /** http: body bytes as received (still content-coded: `catp get` does not decode) */
+  /** http: body bytes after content decoding (`catp get` decodes a brotli or gzip answer before it reports) */
   bodyBytes?: number;
 }
 
