@@ -203,14 +203,21 @@ export class RateController {
   /** Pacing rate in bytes per ms at `nowMs`. */
   pacingRate(nowMs: number): number {
     const bw = this.btlBw;
+    let r: number;
     // before a sample: the initial window over one RTT (the handshake's, when the sender was given it)
-    let r = this.gain() * (bw > 0 ? bw : this.initialWindow / (Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt));
-    if (bw === 0) r = Math.min(r, this.startRate);
-    // the first flight's floor is the initial window's pacing, the dispersion hint's bound included
-    else if (this.firstFlightFloor()) r = Math.max(r, Math.min(STARTUP_GAIN * (this.initialWindow / this.startRtt), this.startRate));
+    if (bw === 0) r = this.initialPacing(Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
+    else {
+      r = this.gain() * bw;
+      if (this.firstFlightFloor()) r = Math.max(r, this.initialPacing(this.startRtt));
+    }
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
     return Math.max(this.minRate, Math.min(this.maxRate, r));
+  }
+
+  /** The initial window over `rttMs` at the current gain, no faster than the dispersion hint (`seedRate`). */
+  private initialPacing(rttMs: number): number {
+    return Math.min(this.gain() * (this.initialWindow / rttMs), this.startRate);
   }
 
   /** Most bytes that may be in flight. */

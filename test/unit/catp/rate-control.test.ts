@@ -20,6 +20,25 @@ function page(bytes: number) {
   return encodeRaw(body, { sha256 });
 }
 
+/** The lab's generated 50 KB page as the server frames it (encoded once, on first use). */
+let labPage: ReturnType<typeof encodePage> | null = null;
+const labPage50k = () => (labPage ??= encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec }));
+
+/**
+ * One CATP load of the lab's 50 KB page through the paper's link (10 kB/s, 10 ms), a first contact as server/catp.ts
+ * runs it: a 568-byte request answered with a 151-byte token answer and what the rest of 3× the request allows, the
+ * proof (148 bytes) back one small-datagram round trip later; `hint`: the padding's dispersion, when the server read one.
+ */
+function labFirstContact(hint: number | null, link: { loss: number; upLoss?: number; seed: number }) {
+  const catp = labPage50k();
+  const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });
+  if (hint !== null) expect(sender.onPathRateHint(0, hint)).toBe(true);
+  const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
+  const res = runBottleneck(sender, client, { rate: 10, delayMs: 10, ...link, firstFlight: { budgetBytes: 3 * 568 - 151, tokenBytes: 151, proofBytes: 148 } });
+  expect(res.completeAt).not.toBeNull();
+  return { res, sender };
+}
+
 function run(bytes: number, link: BottleneckOptions, senderOpts: { rateBytesPerSec?: number } = {}) {
   const raw = page(bytes);
   const sender = new RepairSender(raw.frames, 0, { requestId: ID, ...senderOpts });
@@ -198,13 +217,8 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
   });
 
   test.each([0.15, 0.2])("the paper's link (10 kB/s, 10 ms) at %p random loss both ways: rounds of three or four frames, one lost, do not read as congestion (the lab's 50 KB page, a first contact, 100 loads)", (loss) => {
-    const catp = encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec });
     const load = (l: number, seed: number) => {
-      const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });
-      sender.onPathRateHint(0, 9.7);
-      const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
-      const res = runBottleneck(sender, client, { rate: 10, delayMs: 10, loss: l, upLoss: l, seed, firstFlight: { budgetBytes: 3 * 568 - 151, tokenBytes: 151, proofBytes: 148 } });
-      expect(res.completeAt).not.toBeNull();
+      const { res, sender } = labFirstContact(9.7, { loss: l, upLoss: l, seed });
       return { at: res.completeAt!, caps: sender.stats.control!.congestionCaps };
     };
     const clean = load(0, 1).at;
@@ -379,17 +393,8 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     // acknowledged the 253-byte frame at about the handshake's RTT, which read as a fast path, and startup paced at
     // the initial window over that RTT — 327 B/ms into a 10 B/ms link: twenty frames in 300 ms, 1.5 s of queue, and
     // the index frame lost among them repaired at 1.4 s (catp silent-time --seed 75, 15% loss: 2.4 s silent).
-    const html = new TextEncoder().encode(generatePage(50_000));
-    const catp = encodePage(html, { sha256, codec });
-    expect(catp.frames[0].length).toBeLessThan(400); // the case this is about
-    const one = (hint: number | null, loss: number, seed: number) => {
-      const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });
-      if (hint !== null) expect(sender.onPathRateHint(0, hint)).toBe(true);
-      const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
-      const res = runBottleneck(sender, client, { rate: 10, delayMs: 10, loss, seed, firstFlight: { budgetBytes: 3 * 568 - 151, tokenBytes: 151, proofBytes: 148 } });
-      expect(res.completeAt).not.toBeNull();
-      return res;
-    };
+    expect(labPage50k().frames[0].length).toBeLessThan(400); // the case this is about
+    const one = (hint: number | null, loss: number, seed: number) => labFirstContact(hint, { loss, seed }).res;
     const hinted = one(9.7, 0, 1);
     expect(maxQueueDelay(hinted, 0, 1500)).toBeLessThan(500);
     // startup still fills the link: no slower than without the hint
