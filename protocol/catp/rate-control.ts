@@ -296,6 +296,12 @@ export class RateController {
     return this.acks[this.acks.length - 1].ackAt + (this.sendCum[sendIdx] - this.sendCum[this.latestAcked]) / bw;
   }
 
+  /** The largest frame sent so far at the estimated rate, ms (0 before an estimate). */
+  get largestFrameMs(): number {
+    const bw = this.btlBw;
+    return bw > 0 ? this.largestSend / bw : 0;
+  }
+
   /** Typical frame size, bytes (the unit of the receiver's counts). */
   get frameSize(): number {
     return this.frameBytes;
