@@ -450,6 +450,8 @@ export class RepairSender {
   private readonly idxQ = new SeqQueue();
   private readonly dataQ = new SeqQueue();
   private readonly queued: Uint8Array;
+  /** 1: the frame's latest resend was for a loss shown by a later frame's arrival (its earlier send is not coming) */
+  private readonly overtaken: Uint8Array;
   private readonly sendCount: Uint16Array;
   private readonly lastSentAt: Float64Array;
   private turnResend = true;
@@ -517,6 +519,7 @@ export class RepairSender {
     this.idleTimeoutMs = opts.idleTimeoutMs ?? 10_000;
     this.burstMs = opts.burstMs ?? 1;
     this.queued = new Uint8Array(this.n);
+    this.overtaken = new Uint8Array(this.n);
     this.sendCount = new Uint16Array(this.n);
     this.lastSentAt = new Float64Array(this.n);
     this.sendIdx = new Int32Array(this.n).fill(-1);
@@ -754,18 +757,19 @@ export class RepairSender {
 
   /**
    * Whether a reported-missing frame not yet queued is lost: overtaken by a delivered frame (sent ¼ RTT after it, or
-   * `PACKET_THRESHOLD` delivered sends after it), late on the delivery clock ('lost'), or only older than the RTO
-   * ('timeout': see takeReport). `missingOrds`: the send ordinals of the frames this report lists as missing, ascending.
+   * `PACKET_THRESHOLD` delivered sends after it: 'overtaken'), late on the delivery clock ('late'), or only older
+   * than the RTO ('timeout': see takeReport). `missingOrds`: the send ordinals of the frames this report lists as
+   * missing, ascending.
    */
-  private lossOf(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): 'lost' | 'timeout' | null {
+  private lossOf(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): 'overtaken' | 'late' | 'timeout' | null {
     if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return null;
-    if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return 'lost';
+    if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return 'overtaken';
     const sentAt = this.lastSentAt[seq];
     // 'discover': while earlier frames keep arriving, a frame sent after them waits in the queue behind them, not
     // lost (a window's worth can sit in a slow link's queue longer than the RTO): its timeout counts from the last
     // progress. A frame sent before the latest one that arrived (resends included) has no such excuse.
     const timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
-    if (sentAt < lostBefore) return 'lost';
+    if (sentAt < lostBefore) return 'overtaken';
     if (this.control !== null) {
       // the delivery clock: the frames ahead of it have had time to arrive at the estimated rate, and it has not
       // (a tail loss, which no later frame can reveal, is found in about one frame time instead of an RTO)
@@ -773,7 +777,7 @@ export class RepairSender {
       const bw = this.control.btlBw;
       if (due !== null && nowMs - sentAt >= this.control.minRttMs) {
         const margin = Math.max(rto / 4, (2 * this.control.frameSize) / bw, 5);
-        if (nowMs >= due + margin) return 'lost';
+        if (nowMs >= due + margin) return 'late';
       }
     }
     return timedOut ? 'timeout' : null;
@@ -862,14 +866,17 @@ export class RepairSender {
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     this.lastReportAt = Math.max(this.lastReportAt, nowMs);
     if (r.echoSeq !== NO_ECHO && r.echoSeq < this.n && this.sendCount[r.echoSeq] > 0) {
-      const sample = nowMs - this.lastSentAt[r.echoSeq] - r.echoDelayMs;
-      // The echo names the frame, not which of its sends arrived. 'discover': a resent frame echoed sooner than a
-      // min RTT after its latest send was an earlier send (RACK, RFC 8985 §6.2 step 2), which gives no RTT or rate
-      // sample (Karn) and tells nothing of what was sent since; later, it is taken as the latest send. (Taken always,
-      // a first flight's original, queued behind the frames before it, read as its resend's: min RTT 46 → 14 ms and
-      // a 10 B/ms link estimated at up to 86. Taken never, a lost resend was found only by its RTO, long after later
-      // frames had come: 1.1 s on medium-2 at 10 kB/s, 5% loss.) 'fixed' takes the latest send's sample, as wave 1.
-      const earlierSend = this.sendCount[r.echoSeq] > 1 && this.control !== null && sample < this.control.minRttMs;
+      const seq = r.echoSeq;
+      const sample = nowMs - this.lastSentAt[seq] - r.echoDelayMs;
+      // The echo names the frame, not which of its sends arrived. 'discover': a frame resent because later frames
+      // arrived past it (overtaken: its earlier send is lost on a path that keeps order) is its resend; one resent
+      // for a timeout (a probe) or on the delivery clock may be its earlier send, late, if echoed sooner than a min
+      // RTT after the resend (RACK, RFC 8985 §6.2 step 2). An earlier send gives no RTT or rate sample (Karn) and
+      // tells nothing of what was sent since. (Taken always, a first flight's original, queued behind the frames
+      // before it, read as its resend's: min RTT 46 → 14 ms and a 10 B/ms link estimated at up to 86. Taken never,
+      // a lost resend was found only by its RTO, long after later frames had come: 1.1 s on medium-2 at 10 kB/s, 5%
+      // loss.) 'fixed' takes the latest send's sample, as wave 1.
+      const earlierSend = this.sendCount[seq] > 1 && this.control !== null && this.overtaken[seq] === 0 && sample < this.control.minRttMs;
       if (!earlierSend) this.takeEcho(r, nowMs, sample);
     }
     const srtt = this.srtt ?? this.initialRtt;
@@ -900,8 +907,9 @@ export class RepairSender {
     let probe = -1;
     const verdict = (q: number, missingOrds?: Int32Array): void => {
       const v = this.lossOf(q, nowMs, rto, lostBefore, missingOrds);
-      if (v === 'lost' || (v === 'timeout' && this.control === null)) {
+      if (v === 'overtaken' || v === 'late' || (v === 'timeout' && this.control === null)) {
         this.enqueue(q);
+        this.overtaken[q] = v === 'overtaken' ? 1 : 0;
         lost++;
       } else if (v === 'timeout' && (probe < 0 || this.sendOrd[q] < this.sendOrd[probe])) probe = q;
     };
@@ -914,6 +922,7 @@ export class RepairSender {
     }
     if (probe >= 0 && nowMs >= this.probeAllowedAt) {
       this.enqueue(probe);
+      this.overtaken[probe] = 0;
       lost++;
       this.probeAllowedAt = nowMs + rto * 2 ** Math.min(this.probesWithoutProgress, 6);
       this.probesWithoutProgress++;
