@@ -21,10 +21,7 @@
  * RFC 8985) when a frame sent after it has been delivered (by more than a reorder window of ¼ smoothed
  * RTT), when three frames sent after it have been delivered (`PACKET_THRESHOLD`, RFC 9002's; a burst's frames are
  * never ¼ RTT apart), or when it was sent longer ago than the retransmission timeout (RFC 6298: srtt + 4·rttvar, at
- * least 1.25 × srtt, and in 'discover' mode at least srtt plus the largest frame's serialization at the estimated rate); in
- * 'discover' mode a timeout alone resends only the oldest such frame, a probe (RFC 9002's PTO), and a resent frame's
- * echo counts as its resend's once that has had a min RTT to arrive (RACK's rule; sooner, it is ignored: Karn).
- * Otherwise it is still in flight: on a slow link a full frame spends a whole
+ * least 1.25 × srtt). Otherwise it is still in flight: on a slow link a full frame spends a whole
  * serialization time (150 ms at 10 kB/s) on the wire, and the receiver's timer reports list it as missing
  * all that while; counting it lost caused spurious resends and rate decreases on a loss-free link.
  * The RTT comes from the report's echo of the last frame received. With block reuse (option `reuse`,
@@ -46,7 +43,7 @@
 import { CATP_ERR, CatpError, REJECT, Reject } from './errors';
 import { RateController, type RateSnapshot } from './rate-control';
 import { ReuseGate, type ReuseOptions } from './reuse-gate';
-import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, FRAME_KIND, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES, type Report } from './wire';
+import { bytesEqual, decodeReport, encodeReport, FRAME_FLAG_REUSE, FRAME_KIND, ID_BYTES, MAX_FRAMES, NO_ECHO, PAGE_ID_BYTES } from './wire';
 
 export interface ReceiverOptions {
   /** Request ID for the report datagrams (default: taken from the first frame). */
@@ -423,7 +420,7 @@ export class RepairSender {
   private readonly floor: number;
   private srtt: number | null = null;
   private rttvar = 0;
-  /** Send time of the latest-sent frame known delivered (a resent frame's only when its echo is unambiguous enough). */
+  /** Send time of the latest-sent frame known delivered (only frames sent once: a resent frame's echo is ambiguous). */
   private deliveredSentAt = -Infinity;
   /** Every send's ordinal (0, 1, 2 … in send order, resends included), each frame's latest, and the latest known delivered. */
   private sends = 0;
@@ -432,9 +429,6 @@ export class RepairSender {
   /** 'discover': when a report last acknowledged a newer send (frames are still arriving), and that send's time */
   private progressAt = -Infinity;
   private progressSentAt = -Infinity;
-  /** 'discover': a timeout resends one frame (a probe) no sooner than this; each probe without progress doubles the wait */
-  private probeAllowedAt = -Infinity;
-  private probesWithoutProgress = 0;
   private readonly initialRtt: number;
   private readonly minEpochMs: number;
   private readonly maxSends: number;
@@ -450,8 +444,6 @@ export class RepairSender {
   private readonly idxQ = new SeqQueue();
   private readonly dataQ = new SeqQueue();
   private readonly queued: Uint8Array;
-  /** 1: the frame's latest resend was for a loss shown by a later frame's arrival (its earlier send is not coming) */
-  private readonly overtaken: Uint8Array;
   private readonly sendCount: Uint16Array;
   private readonly lastSentAt: Float64Array;
   private turnResend = true;
@@ -519,7 +511,6 @@ export class RepairSender {
     this.idleTimeoutMs = opts.idleTimeoutMs ?? 10_000;
     this.burstMs = opts.burstMs ?? 1;
     this.queued = new Uint8Array(this.n);
-    this.overtaken = new Uint8Array(this.n);
     this.sendCount = new Uint16Array(this.n);
     this.lastSentAt = new Float64Array(this.n);
     this.sendIdx = new Int32Array(this.n).fill(-1);
@@ -756,31 +747,30 @@ export class RepairSender {
   }
 
   /**
-   * Whether a reported-missing frame not yet queued is lost: overtaken by a delivered frame (sent ¼ RTT after it, or
-   * `PACKET_THRESHOLD` delivered sends after it: 'overtaken'), late on the delivery clock ('late'), or only older
-   * than the RTO ('timeout': see takeReport). `missingOrds`: the send ordinals of the frames this report lists as
-   * missing, ascending.
+   * Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame (sent ¼ RTT after it, or
+   * `PACKET_THRESHOLD` delivered sends after it), or older than the RTO. `missingOrds`: the send ordinals of the
+   * frames this report lists as missing, ascending.
    */
-  private lossOf(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): 'overtaken' | 'late' | 'timeout' | null {
-    if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return null;
-    if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return 'overtaken';
+  private queue(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): boolean {
+    if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
+    if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return this.enqueue(seq);
     const sentAt = this.lastSentAt[seq];
     // 'discover': while earlier frames keep arriving, a frame sent after them waits in the queue behind them, not
     // lost (a window's worth can sit in a slow link's queue longer than the RTO): its timeout counts from the last
     // progress. A frame sent before the latest one that arrived (resends included) has no such excuse.
-    const timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
-    if (sentAt < lostBefore) return 'overtaken';
-    if (this.control !== null) {
+    let timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
+    if (!timedOut && this.control !== null) {
       // the delivery clock: the frames ahead of it have had time to arrive at the estimated rate, and it has not
       // (a tail loss, which no later frame can reveal, is found in about one frame time instead of an RTO)
       const due = this.control.ackDueAt(this.sendIdx[seq]);
       const bw = this.control.btlBw;
       if (due !== null && nowMs - sentAt >= this.control.minRttMs) {
         const margin = Math.max(rto / 4, (2 * this.control.frameSize) / bw, 5);
-        if (nowMs >= due + margin) return 'late';
+        timedOut = nowMs >= due + margin;
       }
     }
-    return timedOut ? 'timeout' : null;
+    if (!timedOut && !(sentAt < lostBefore)) return false;
+    return this.enqueue(seq);
   }
 
   /**
@@ -822,36 +812,6 @@ export class RepairSender {
     }
   }
 
-  /** A report's echo of frame `r.echoSeq`, taken as its latest send's: RTT and rate samples, progress, delivery. */
-  private takeEcho(r: Report, nowMs: number, sample: number): void {
-    const seq = r.echoSeq;
-    // Delivered bytes: the report counts frames; a link delivers in the order we sent, so `received` frames are
-    // about the first that many we sent, at their sizes — not at the page's mean size (index frames, sent
-    // first, are larger than data frames: at the mean, a loss-free start read as up to ~25% loss, and the
-    // controller capped the rate as if congested).
-    const delivered = this.firstSentCum[Math.min(r.received, this.firstSends)];
-    if (this.control !== null) this.control.onAck(nowMs, this.sendIdx[seq], nowMs - r.echoDelayMs, delivered, sample);
-    if (sample >= 0) {
-      if (this.srtt === null) {
-        this.srtt = sample;
-        this.rttvar = sample / 2;
-      } else {
-        this.rttvar = (3 * this.rttvar + Math.abs(this.srtt - sample)) / 4;
-        this.srtt = (7 * this.srtt + sample) / 8;
-      }
-    }
-    if (this.lastSentAt[seq] > this.progressSentAt) {
-      this.progressAt = nowMs;
-      this.progressSentAt = this.lastSentAt[seq];
-      this.probesWithoutProgress = 0;
-      this.probeAllowedAt = -Infinity;
-    }
-    if (this.sendCount[seq] === 1 || this.control !== null) {
-      this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[seq]);
-      this.deliveredOrd = Math.max(this.deliveredOrd, this.sendOrd[seq]);
-    }
-  }
-
   private takeReport(bytes: Uint8Array, nowMs: number): { accepted: boolean; code?: string } {
     const r = decodeReport(bytes);
     if (!bytesEqual(r.id, this.requestId)) throw new Reject(REJECT.WRONG_ID);
@@ -866,18 +826,31 @@ export class RepairSender {
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     this.lastReportAt = Math.max(this.lastReportAt, nowMs);
     if (r.echoSeq !== NO_ECHO && r.echoSeq < this.n && this.sendCount[r.echoSeq] > 0) {
-      const seq = r.echoSeq;
-      const sample = nowMs - this.lastSentAt[seq] - r.echoDelayMs;
-      // The echo names the frame, not which of its sends arrived. 'discover': a frame resent because later frames
-      // arrived past it (overtaken: its earlier send is lost on a path that keeps order) is its resend; one resent
-      // for a timeout (a probe) or on the delivery clock may be its earlier send, late, if echoed sooner than a min
-      // RTT after the resend (RACK, RFC 8985 §6.2 step 2). An earlier send gives no RTT or rate sample (Karn) and
-      // tells nothing of what was sent since. (Taken always, a first flight's original, queued behind the frames
-      // before it, read as its resend's: min RTT 46 → 14 ms and a 10 B/ms link estimated at up to 86. Taken never,
-      // a lost resend was found only by its RTO, long after later frames had come: 1.1 s on medium-2 at 10 kB/s, 5%
-      // loss.) 'fixed' takes the latest send's sample, as wave 1.
-      const earlierSend = this.sendCount[seq] > 1 && this.control !== null && this.overtaken[seq] === 0 && sample < this.control.minRttMs;
-      if (!earlierSend) this.takeEcho(r, nowMs, sample);
+      const sample = nowMs - this.lastSentAt[r.echoSeq] - r.echoDelayMs;
+      // the echo names the frame, not which of its sends arrived: the latest (a resend's sample may read short)
+      // Delivered bytes: the report counts frames; a link delivers in the order we sent, so `received` frames are
+      // about the first that many we sent, at their sizes — not at the page's mean size (index frames, sent
+      // first, are larger than data frames: at the mean, a loss-free start read as up to ~25% loss, and the
+      // controller capped the rate as if congested).
+      const delivered = this.firstSentCum[Math.min(r.received, this.firstSends)];
+      if (this.control !== null) this.control.onAck(nowMs, this.sendIdx[r.echoSeq], nowMs - r.echoDelayMs, delivered, sample);
+      if (sample >= 0) {
+        if (this.srtt === null) {
+          this.srtt = sample;
+          this.rttvar = sample / 2;
+        } else {
+          this.rttvar = (3 * this.rttvar + Math.abs(this.srtt - sample)) / 4;
+          this.srtt = (7 * this.srtt + sample) / 8;
+        }
+      }
+      if (this.lastSentAt[r.echoSeq] > this.progressSentAt) {
+        this.progressAt = nowMs;
+        this.progressSentAt = this.lastSentAt[r.echoSeq];
+      }
+      if (this.sendCount[r.echoSeq] === 1) {
+        this.deliveredSentAt = Math.max(this.deliveredSentAt, this.lastSentAt[r.echoSeq]);
+        this.deliveredOrd = Math.max(this.deliveredOrd, this.sendOrd[r.echoSeq]);
+      }
     }
     const srtt = this.srtt ?? this.initialRtt;
     this.stats.srttMs = srtt;
@@ -899,33 +872,14 @@ export class RepairSender {
     const rto = this.rto();
     const lostBefore = this.deliveredSentAt - srtt / 4;
     let lost = 0;
-    // A frame found lost by evidence (a later frame arrived, the delivery clock) is resent at once. One that has only
-    // timed out may still be in a queue the RTO does not cover (a first flight on a slow link, timed against a first
-    // sample taken from a small frame): 'discover' resends only the oldest such frame, a probe as QUIC's PTO sends
-    // (RFC 9002 §6.2), at most once per RTO, doubling while none brings progress; its echo (or the original's)
-    // tells the rest by evidence. Resending them all, a generated 50 KB page with no loss resent 36 of its 33 frames.
-    let probe = -1;
-    const verdict = (q: number, missingOrds?: Int32Array): void => {
-      const v = this.lossOf(q, nowMs, rto, lostBefore, missingOrds);
-      if (v === 'overtaken' || v === 'late' || (v === 'timeout' && this.control === null)) {
-        this.enqueue(q);
-        this.overtaken[q] = v === 'overtaken' ? 1 : 0;
-        lost++;
-      } else if (v === 'timeout' && (probe < 0 || this.sendOrd[q] < this.sendOrd[probe])) probe = q;
-    };
-    // nothing received yet: the first frame (index frame 0) again
-    if (r.total === 0 && this.n > 0) verdict(0);
+    if (r.total === 0) {
+      // nothing received yet: the first frame (index frame 0) again
+      if (this.n > 0 && this.queue(0, nowMs, rto, lostBefore)) lost++;
+    }
     const missingOrds = this.missingOrds(r.missing);
     for (const [s, e] of r.missing) {
       const end = Math.min(e, this.n);
-      for (let q = s; q < end; q++) verdict(q, missingOrds);
-    }
-    if (probe >= 0 && nowMs >= this.probeAllowedAt) {
-      this.enqueue(probe);
-      this.overtaken[probe] = 0;
-      lost++;
-      this.probeAllowedAt = nowMs + rto * 2 ** Math.min(this.probesWithoutProgress, 6);
-      this.probesWithoutProgress++;
+      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore, missingOrds)) lost++;
     }
     const recv = Math.max(0, r.received - this.lastReceived);
     if (recv > 0) this.lastProgressAt = Math.max(this.lastProgressAt, nowMs);
