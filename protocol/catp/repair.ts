@@ -711,8 +711,8 @@ export class RepairSender {
 
   /**
    * Retransmission timeout (RFC 6298: srtt + 4·rttvar, at least 1.25 × srtt; before a sample, 3 × the assumed RTT).
-   * 'discover': at least srtt and the largest frame's serialization at the estimated rate, as an RTT sampled on a
-   * small frame leaves that out (a first frame of 261 B: 46 ms at 10 kB/s, where a full frame takes 125 ms more, and
+   * 'discover': at least srtt plus the largest frame's serialization at the estimated rate, as an RTT sampled on a
+   * small frame leaves that out (a first frame of ~260 B: 46 ms at 10 kB/s, where a full frame takes 125 ms more, and
    * the first flight's frames timed out in the queue).
    */
   private rto(): number {

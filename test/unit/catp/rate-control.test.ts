@@ -410,10 +410,10 @@ describe("the first round trip: the dispersion of a first contact's two datagram
 
   test("the same page with no hint (the padding lost on the way up): no loss, nothing resent, the min RTT the path's", () => {
     // Without the hint the initial window goes out at the handshake's pace and queues for a second. The first report's
-    // RTT, taken on the 261-byte first frame (46 ms), made an RTO shorter than one full frame's serialization (125
-    // ms): the frames waiting in the queue all timed out and were sent again (36 resends for 33 frames), their
-    // originals' echoes were read as the resends' (min RTT 46 → 14 ms, the rate estimate up to 86 B/ms on a 10 B/ms
-    // link), and the page took 5.7 s instead of 3.3.
+    // RTT, taken on the 261-byte first frame (this file's codec; 253 bytes from the server) (46 ms), made an RTO
+    // shorter than one full frame's serialization (125 ms): the frames waiting in the queue all timed out and were sent
+    // again (36 resends for 33 frames), their originals' echoes were read as the resends' (min RTT 46 → 14 ms, the rate
+    // estimate up to 86 B/ms on a 10 B/ms link), and the page took 5.7 s instead of 3.3.
     const { res, sender } = labFirstContact(null, { loss: 0, seed: 1 });
     expect(sender.stats.resent).toBe(0);
     expect(sender.stats.control!.minRttMs).toBeGreaterThanOrEqual(40);
