@@ -113,6 +113,9 @@ export class RateController {
   private bwRounds: number[] = [];
   private roundMax = 0;
   private minRtt = Infinity;
+  /** Size of the send whose RTT is the min RTT (its serialization is in it; a larger frame's would be longer). */
+  private minRttBytes = 0;
+  private probeRttMinBytes = 0;
   /** per-round largest RTT sample, newest last (at most bwWindow): how full the queue gets */
   private rttRounds: number[] = [];
   private roundMaxRtt = 0;
@@ -388,7 +391,7 @@ export class RateController {
   onSend(nowMs: number, bytes: number, appLimited: boolean): number {
     const i = this.sendAt.length;
     if (this.lastProgressAt === null) this.lastProgressAt = nowMs;
-    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
+    if (this.state === 'drain' && this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
     const k = this.stallCount(nowMs);
     if (k > this.stallsSeen) {
       this.stalls += k - this.stallsSeen;
@@ -421,6 +424,17 @@ export class RateController {
     return this.btlBw * this.minRttMs;
   }
 
+  /**
+   * Drain ends when no more than this is in flight: the BDP of a largest frame. The min RTT may come from a small
+   * frame (an index frame, a page's last), whose serialization is shorter, and a pipe with no queue still holds a
+   * frame being serialized: on a slow link that is most of what is in flight (10 kB/s, 10 ms one way: a 265-byte
+   * frame's RTT 47 ms, BDP 470 B, a frame 1,460 B), and waiting for that BDP left the link idle until the last
+   * report came back (the lab's 50 KB page: ~100 ms of 3.4 s).
+   */
+  private drainTarget(): number {
+    return this.bdp() + Math.max(0, this.largestSend - this.minRttBytes);
+  }
+
   private enterProbe(nowMs: number): void {
     this.state = 'probe_bw';
     this.cycleIdx = 2;
@@ -438,7 +452,7 @@ export class RateController {
     this.lastProgressAt = nowMs;
     this.stallsSeen = 0;
     if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
-    if (rttMs >= 0) this.takeRtt(nowMs, rttMs);
+    if (rttMs >= 0) this.takeRtt(nowMs, rttMs, this.sendCum[sendIdx] - (sendIdx > 0 ? this.sendCum[sendIdx - 1] : 0));
     if (this.state === 'probe_rtt') this.probeRtt(nowMs);
     const point: AckPoint = { ackAt: ackAtMs, drained: this.sendCum[sendIdx], delivered: deliveredBytes, sentAt: this.sendAt[sendIdx] };
     if (this.acks.length > 0) this.roundMaxAckGap = Math.max(this.roundMaxAckGap, ackAtMs - this.acks[this.acks.length - 1].ackAt);
@@ -472,7 +486,7 @@ export class RateController {
       if (!appLimited || sample > this.btlBw) this.roundMax = Math.max(this.roundMax, sample);
     }
     if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
-    if (this.state === 'drain' && this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
+    if (this.state === 'drain' && this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
   }
 
   /**
@@ -486,10 +500,14 @@ export class RateController {
    * drain when we hold back, stays in the measurement, as in BBR. (In startup the sample of the moment is
    * taken: startup has not filled the pipe, and has no queue of ours yet to drain.)
    */
-  private takeRtt(nowMs: number, rttMs: number): void {
-    if (this.state === 'probe_rtt') this.probeRttMin = Math.min(this.probeRttMin, rttMs);
+  private takeRtt(nowMs: number, rttMs: number, bytes: number): void {
+    if (this.state === 'probe_rtt' && rttMs < this.probeRttMin) {
+      this.probeRttMin = rttMs;
+      this.probeRttMinBytes = bytes;
+    }
     if (rttMs <= this.minRtt) {
       this.minRtt = rttMs;
+      this.minRttBytes = bytes;
       this.minRttAt = nowMs;
     } else if (nowMs - this.minRttAt > MIN_RTT_WINDOW_MS) {
       if (this.state === 'probe_bw' || this.state === 'drain') {
@@ -497,8 +515,10 @@ export class RateController {
         this.probeRtts++;
         this.probeRttDoneAt = null;
         this.probeRttMin = rttMs;
+        this.probeRttMinBytes = bytes;
       } else if (this.state === 'startup') {
         this.minRtt = rttMs;
+        this.minRttBytes = bytes;
         this.minRttAt = nowMs;
       }
     }
@@ -512,6 +532,7 @@ export class RateController {
     }
     if (nowMs < this.probeRttDoneAt) return;
     this.minRtt = this.probeRttMin;
+    this.minRttBytes = this.probeRttMinBytes;
     this.minRttAt = nowMs;
     this.enterProbe(nowMs);
   }
@@ -599,7 +620,7 @@ export class RateController {
         this.fullBwRounds = 0;
       } else if (!appLimited && ++this.fullBwRounds >= 3) {
         this.state = 'drain';
-        if (this.inflightNow() <= this.bdp()) this.enterProbe(nowMs);
+        if (this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
       }
     }
   }

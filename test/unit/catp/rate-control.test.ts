@@ -420,6 +420,21 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     expect(res.completeAt!).toBeLessThan(3_600);
   });
 
+  test("after startup's queue drains, the link never idles while frames are left (drain ends at a full frame's BDP, not a small frame's)", () => {
+    // The min RTT comes from the page's small first frame (47 ms at 10 kB/s: BDP 470 bytes), and drain waited for no
+    // more than that in flight: less than one full frame, so the link sat idle until the last report came back
+    // (~100 ms of a 3.4 s load, simulated; 96 ms in one gap).
+    const { res, sender } = labFirstContact(9.7, { loss: 0, seed: 1 });
+    expect(sender.stats.resent).toBe(0);
+    const d = res.departures;
+    let idleAfterStart = 0;
+    for (let i = 1; i < d.length; i++) {
+      const gap = d[i].at - d[i - 1].at - d[i].bytes / 10;
+      if (d[i - 1].at > 500 && gap > 1) idleAfterStart += gap;
+    }
+    expect(idleAfterStart).toBeLessThan(20);
+  });
+
   test('an asymmetric path (10 MB/s down, an uplink a tenth of that) pays a few round trips of startup for the low hint, no more', () => {
     const hinted = load(10_000, 5, 650_000, 1_000);
     const none = load(10_000, 5, 650_000, null);
