@@ -429,7 +429,7 @@ export class RateController {
    * frame (an index frame, a page's last), whose serialization is shorter, and a pipe with no queue still holds a
    * frame being serialized: on a slow link that is most of what is in flight (10 kB/s, 10 ms one way: a 265-byte
    * frame's RTT 47 ms, BDP 470 B, a frame 1,460 B), and waiting for that BDP left the link idle until the last
-   * report came back (the lab's 50 KB page: ~100 ms of 3.4 s).
+   * report came back (the lab's 50 KB page, simulated: ~70 ms of 3.4 s).
    */
   private drainTarget(): number {
     return this.bdp() + Math.max(0, this.largestSend - this.minRttBytes);

@@ -423,7 +423,7 @@ describe("the first round trip: the dispersion of a first contact's two datagram
   test("after startup's queue drains, the link never idles while frames are left (drain ends at a full frame's BDP, not a small frame's)", () => {
     // The min RTT comes from the page's small first frame (47 ms at 10 kB/s: BDP 470 bytes), and drain waited for no
     // more than that in flight: less than one full frame, so the link sat idle until the last report came back
-    // (~100 ms of a 3.4 s load, simulated; 96 ms in one gap).
+    // (69 ms after the first 500 ms of this 3.4 s load, most of it in one gap).
     const { res, sender } = labFirstContact(9.7, { loss: 0, seed: 1 });
     expect(sender.stats.resent).toBe(0);
     const d = res.departures;
