@@ -391,7 +391,7 @@ export class RateController {
   onSend(nowMs: number, bytes: number, appLimited: boolean): number {
     const i = this.sendAt.length;
     if (this.lastProgressAt === null) this.lastProgressAt = nowMs;
-    if (this.state === 'drain' && this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
+    this.endDrainIfDrained(nowMs);
     const k = this.stallCount(nowMs);
     if (k > this.stallsSeen) {
       this.stalls += k - this.stallsSeen;
@@ -433,6 +433,10 @@ export class RateController {
    */
   private drainTarget(): number {
     return this.bdp() + Math.max(0, this.largestSend - this.minRttBytes);
+  }
+
+  private endDrainIfDrained(nowMs: number): void {
+    if (this.state === 'drain' && this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
   }
 
   private enterProbe(nowMs: number): void {
@@ -486,7 +490,7 @@ export class RateController {
       if (!appLimited || sample > this.btlBw) this.roundMax = Math.max(this.roundMax, sample);
     }
     if (sendIdx >= this.roundEndIdx) this.endRound(nowMs, point);
-    if (this.state === 'drain' && this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
+    this.endDrainIfDrained(nowMs);
   }
 
   /**
@@ -620,7 +624,7 @@ export class RateController {
         this.fullBwRounds = 0;
       } else if (!appLimited && ++this.fullBwRounds >= 3) {
         this.state = 'drain';
-        if (this.inflightNow() <= this.drainTarget()) this.enterProbe(nowMs);
+        this.endDrainIfDrained(nowMs);
       }
     }
   }
