@@ -592,7 +592,9 @@ export class RateController {
       const lossy = queueSeen && loss > this.quietLoss + Math.max(this.congestionLoss, noise) && sent - delivered >= 2 * this.frameBytes;
       const congested = lossy && this.lossyRounds > 0;
       this.lossyRounds = lossy ? this.lossyRounds + 1 : 0;
-      const cap = congested ? (CONGESTION_BETA * delivered) / interval : this.standingRounds >= 2 && pushing ? sent / interval : Infinity;
+      // A congested round cuts the estimate to at most half (TCP's multiplicative decrease, RFC 8085): a round that
+      // lost most of its frames at random delivered a fraction of the link's rate, not the link's rate shared.
+      const cap = congested ? Math.max((CONGESTION_BETA * delivered) / interval, this.btlBw / 2) : this.standingRounds >= 2 && pushing ? sent / interval : Infinity;
       if (cap < this.btlBw) {
         this.bwRounds = [];
         this.roundMax = cap;

@@ -74,6 +74,16 @@ const MAX_REPORT_RANGES = 400;
  */
 const PACKET_THRESHOLD = 3;
 
+/**
+ * RFC 9002 §6.1.2's time threshold: a reported-missing frame that a later send overtook (delivered) is lost once 9/8
+ * of the larger of srtt and the latest RTT sample has passed since it was sent, plus RACK's reordering window (RFC
+ * 8985: ¼ of the least RTT; on a short path an eighth of an RTT is less than a jittery link reorders by). Neither
+ * other rule covers a send overtaken by only the send right after it (a resend near the end of a page, a frame lost
+ * at the end of an initial window): the time rule compares send times (¼ srtt apart), the packet rule needs three.
+ * On a 10 kB/s link whose queue still held an initial window, such a loss waited for the RTO: over a second.
+ */
+const TIME_THRESHOLD = 9 / 8;
+
 export class RepairReceiver {
   requestId: Uint8Array | null;
   readonly otherPort: number;
@@ -420,6 +430,9 @@ export class RepairSender {
   private readonly floor: number;
   private srtt: number | null = null;
   private rttvar = 0;
+  /** The latest RTT sample (RFC 9002's latest_rtt) and the least, ms. */
+  private latestRtt = 0;
+  private minRtt = Infinity;
   /** Send time of the latest-sent frame known delivered (only frames sent once: a resent frame's echo is ambiguous). */
   private deliveredSentAt = -Infinity;
   /** Every send's ordinal (0, 1, 2 … in send order, resends included), each frame's latest, and the latest known delivered. */
@@ -769,6 +782,10 @@ export class RepairSender {
         timedOut = nowMs >= due + margin;
       }
     }
+    if (!timedOut && this.sendOrd[seq] < this.deliveredOrd) {
+      const reorderWindow = Number.isFinite(this.minRtt) ? this.minRtt / 4 : 0;
+      timedOut = nowMs - sentAt >= TIME_THRESHOLD * Math.max(this.srtt ?? this.initialRtt, this.latestRtt) + reorderWindow;
+    }
     if (!timedOut && !(sentAt < lostBefore)) return false;
     return this.enqueue(seq);
   }
@@ -835,6 +852,8 @@ export class RepairSender {
       const delivered = this.firstSentCum[Math.min(r.received, this.firstSends)];
       if (this.control !== null) this.control.onAck(nowMs, this.sendIdx[r.echoSeq], nowMs - r.echoDelayMs, delivered, sample);
       if (sample >= 0) {
+        this.latestRtt = sample;
+        this.minRtt = Math.min(this.minRtt, sample);
         if (this.srtt === null) {
           this.srtt = sample;
           this.rttvar = sample / 2;

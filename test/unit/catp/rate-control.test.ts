@@ -87,11 +87,14 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
     }
   });
 
-  test.each(['in-order', 'catp'] as const)('%s: 20%% random loss both ways on a 10 kB/s link (the lab\'s Figure 7 worst case) never collapses the estimate: no load of 300 takes 3× the median', (mode) => {
+  test.each(['in-order', 'catp'] as const)('%s: 20%% random loss both ways on a 10 kB/s link (the lab\'s Figure 7 worst case) never collapses the estimate: no load of 300 takes 2× the median', (mode) => {
     // A 50 KB page of random letters (CATP compresses it to ~30 KB, in frames of unequal sizes). Before the
     // congestion rule asked for a queue in sight, startup read random loss as congestion and cut the estimate
     // ~0.7× a round, and CATP's unequal frames made RTTs vary with no queue: the slowest of these 300 loads took
-    // 3.5× (in-order) and 4.4× (CATP) the median; 2.3× and 2.7× now.
+    // 3.5× (in-order) and 4.4× (CATP) the median; then 2.3× and 2.7×. The CATP load at 2.7× (seed 264) lost four of
+    // six frames in one round of startup while the initial window's queue was in sight: the congestion rule cut the
+    // estimate to 0.85 of what that round delivered, a third of the link, and drain paced at a third of that. A
+    // congested round now cuts at most by half (TCP's decrease): 1.45× and 1.70×.
     const times: number[] = [];
     for (let seed = 1; seed <= 300; seed++) {
       const r = rng(seed * 7 + 1);
@@ -107,7 +110,7 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
       times.push(res.completeAt!);
     }
     times.sort((a, b) => a - b);
-    expect(times[299]! / times[150]!).toBeLessThan(3);
+    expect(times[299]! / times[150]!).toBeLessThan(2);
   });
 
   test.each([0.5, 1.2])('a 10 MB/s link, the sender woken as the server wakes it (on a report, or a timer never sooner than 1 ms and then %p ms late): the bottleneck stays at least 90%% busy', (lateMs) => {

@@ -94,6 +94,43 @@ describe('repair over a lossy pipe', () => {
     expect(sender.stats.resent).toBe(1);
   });
 
+  test('a frame overtaken by only the send right after it is lost 9/8 of an RTT after it went (time threshold), not an RTO later', () => {
+    // The end of an initial window (or a resend near the end of a page) on a slow link: the frame after it arrives, and
+    // nothing else was sent after it. Neither the packet threshold (three) nor the send-time gap (¼ RTT) can call it lost;
+    // RFC 9002's time threshold can, once 9/8 of the larger of srtt and the latest RTT (and RACK's reordering window)
+    // has passed since it went.
+    const sender = createSender(page, { requestId: ID });
+    const sent: number[] = [];
+    for (let t = 0; t < 100 && sent.length < 8; t += 1) {
+      for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) sent.push(seqOf(d));
+    }
+    expect(sent.slice(0, 8)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const report = (reportNo: number, echoSeq: number, received: number, echoDelayMs: number, missing: Array<[number, number]>) =>
+      encodeReport({
+        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo,
+        total: page.frames.length, received, echoSeq, echoDelayMs, missing,
+      });
+    const resends = (now: number) => {
+      const out: number[] = [];
+      for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) if (sent.includes(seqOf(d))) out.push(seqOf(d));
+      return out;
+    };
+    // the window's frames come out of a slow link's queue one by one: RTTs of 300 ms and more
+    expect(sender.receiveReport(report(1, 3, 4, 0, []), 300).accepted).toBe(true);
+    expect(sender.receiveReport(report(2, 4, 5, 0, []), 440).accepted).toBe(true);
+    expect(sender.receiveReport(report(3, 5, 6, 0, []), 580).accepted).toBe(true);
+    // frame 6 never comes; frame 7, sent right after it, arrives at 860 (RTT ~860 ms): not yet 9/8 of it
+    expect(sender.receiveReport(report(4, 7, 7, 0, [[6, 7]]), 860).accepted).toBe(true);
+    expect(resends(860)).toEqual([]);
+    // a timer report 140 ms later: 9/8 × 860 ms have passed, not yet the reordering window (¼ of the least RTT, 75 ms)
+    expect(sender.receiveReport(report(5, 7, 7, 140, [[6, 7]]), 1000).accepted).toBe(true);
+    expect(resends(1000)).toEqual([]);
+    // the next, 60 ms later: both have (1,043 ms), well inside the RTO (srtt + 4 rttvar: ~1.4 s here)
+    expect(sender.receiveReport(report(6, 7, 7, 200, [[6, 7]]), 1060).accepted).toBe(true);
+    expect(resends(1060)).toEqual([6]);
+    expect(sender.stats.resent).toBe(1);
+  });
+
   test('index frames are resent before any data frame, and reports carry ranges', () => {
     expect(page.indexFrames).toBeGreaterThan(1);
     // lose every index frame and a burst of data frames on the first pass
