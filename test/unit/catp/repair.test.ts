@@ -64,32 +64,38 @@ describe('repair over a lossy pipe', () => {
     }
   });
 
-  test('a frame lost inside a burst is resent once three frames sent after it have arrived (packet threshold), not a queue later', () => {
-    // An initial window goes out within a few tens of ms; on a slow link its frames then sit in the bottleneck's queue. The
-    // time rule (overtaken by a frame sent ¼ RTT later) cannot see a loss among frames sent 1 ms apart.
+  /** A sender that has sent its first eight frames (an initial window, within a few ms), and reports to it by hand. */
+  function afterBurst() {
     const sender = createSender(page, { requestId: ID });
     const sent: number[] = [];
     for (let t = 0; t < 100 && sent.length < 8; t += 1) {
       for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) sent.push(seqOf(d));
     }
     expect(sent.slice(0, 8)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-    const total = page.frames.length;
-    const report = (reportNo: number, echoSeq: number, received: number) =>
+    const report = (reportNo: number, echoSeq: number, received: number, missing: Array<[number, number]>, echoDelayMs = 0) =>
       encodeReport({
-        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo, total,
-        received, echoSeq, echoDelayMs: 0, missing: [[2, 3]],
+        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo,
+        total: page.frames.length, received, echoSeq, echoDelayMs, missing,
       });
+    /** The resends among what the sender sends at `now`. */
     const resends = (now: number) => {
       const out: number[] = [];
       for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) if (sent.includes(seqOf(d))) out.push(seqOf(d));
       return out;
     };
+    return { sender, report, resends };
+  }
+
+  test('a frame lost inside a burst is resent once three frames sent after it have arrived (packet threshold), not a queue later', () => {
+    // An initial window goes out within a few tens of ms; on a slow link its frames then sit in the bottleneck's queue. The
+    // time rule (overtaken by a frame sent ¼ RTT later) cannot see a loss among frames sent 1 ms apart.
+    const { sender, report, resends } = afterBurst();
     // frames 3 and 4 arrived (a full frame's serialization apart on a 10 kB/s link): two overtook frame 2, not yet lost
-    expect(sender.receiveReport(report(1, 3, 3), 300).accepted).toBe(true);
-    expect(sender.receiveReport(report(2, 4, 4), 440).accepted).toBe(true);
+    expect(sender.receiveReport(report(1, 3, 3, [[2, 3]]), 300).accepted).toBe(true);
+    expect(sender.receiveReport(report(2, 4, 4, [[2, 3]]), 440).accepted).toBe(true);
     expect(resends(440)).toEqual([]);
     // a third: lost, and it goes next (before the RTO, and before any frame sent ¼ RTT after it could arrive)
-    expect(sender.receiveReport(report(3, 5, 5), 580).accepted).toBe(true);
+    expect(sender.receiveReport(report(3, 5, 5, [[2, 3]]), 580).accepted).toBe(true);
     expect(resends(580)).toContain(2);
     expect(sender.stats.resent).toBe(1);
   });
@@ -99,34 +105,19 @@ describe('repair over a lossy pipe', () => {
     // nothing else was sent after it. Neither the packet threshold (three) nor the send-time gap (¼ RTT) can call it lost;
     // RFC 9002's time threshold can, once 9/8 of the larger of srtt and the latest RTT (and RACK's reordering window)
     // has passed since it went.
-    const sender = createSender(page, { requestId: ID });
-    const sent: number[] = [];
-    for (let t = 0; t < 100 && sent.length < 8; t += 1) {
-      for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) sent.push(seqOf(d));
-    }
-    expect(sent.slice(0, 8)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-    const report = (reportNo: number, echoSeq: number, received: number, echoDelayMs: number, missing: Array<[number, number]>) =>
-      encodeReport({
-        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo,
-        total: page.frames.length, received, echoSeq, echoDelayMs, missing,
-      });
-    const resends = (now: number) => {
-      const out: number[] = [];
-      for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) if (sent.includes(seqOf(d))) out.push(seqOf(d));
-      return out;
-    };
+    const { sender, report, resends } = afterBurst();
     // the window's frames come out of a slow link's queue one by one: RTTs of 300 ms and more
-    expect(sender.receiveReport(report(1, 3, 4, 0, []), 300).accepted).toBe(true);
-    expect(sender.receiveReport(report(2, 4, 5, 0, []), 440).accepted).toBe(true);
-    expect(sender.receiveReport(report(3, 5, 6, 0, []), 580).accepted).toBe(true);
+    expect(sender.receiveReport(report(1, 3, 4, []), 300).accepted).toBe(true);
+    expect(sender.receiveReport(report(2, 4, 5, []), 440).accepted).toBe(true);
+    expect(sender.receiveReport(report(3, 5, 6, []), 580).accepted).toBe(true);
     // frame 6 never comes; frame 7, sent right after it, arrives at 860 (RTT ~860 ms): not yet 9/8 of it
-    expect(sender.receiveReport(report(4, 7, 7, 0, [[6, 7]]), 860).accepted).toBe(true);
+    expect(sender.receiveReport(report(4, 7, 7, [[6, 7]]), 860).accepted).toBe(true);
     expect(resends(860)).toEqual([]);
     // a timer report 140 ms later: 9/8 × 860 ms have passed, not yet the reordering window (¼ of the least RTT, 75 ms)
-    expect(sender.receiveReport(report(5, 7, 7, 140, [[6, 7]]), 1000).accepted).toBe(true);
+    expect(sender.receiveReport(report(5, 7, 7, [[6, 7]], 140), 1000).accepted).toBe(true);
     expect(resends(1000)).toEqual([]);
     // the next, 60 ms later: both have (1,043 ms), well inside the RTO (srtt + 4 rttvar: ~1.4 s here)
-    expect(sender.receiveReport(report(6, 7, 7, 200, [[6, 7]]), 1060).accepted).toBe(true);
+    expect(sender.receiveReport(report(6, 7, 7, [[6, 7]], 200), 1060).accepted).toBe(true);
     expect(resends(1060)).toEqual([6]);
     expect(sender.stats.resent).toBe(1);
   });
