@@ -760,11 +760,11 @@ export class RepairSender {
   }
 
   /**
-   * Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame (sent ¼ RTT after it, or
-   * `PACKET_THRESHOLD` delivered sends after it), or older than the RTO. `missingOrds`: the send ordinals of the
-   * frames this report lists as missing, ascending.
+   * Queue a reported-missing frame for resend if it is lost: overtaken by a delivered frame (sent ¼ RTT after it,
+   * `PACKET_THRESHOLD` delivered sends after it, or sent `lostAgeMs` ago: the time threshold), or older than the RTO.
+   * `missingOrds`: the send ordinals of the frames this report lists as missing, ascending.
    */
-  private queue(seq: number, nowMs: number, rto: number, lostBefore: number, missingOrds?: Int32Array): boolean {
+  private queue(seq: number, nowMs: number, rto: number, lostBefore: number, lostAgeMs: number, missingOrds?: Int32Array): boolean {
     if (this.queued[seq] === 1 || this.sendCount[seq] === 0) return false;
     if (missingOrds !== undefined && this.overtakenBy(this.sendOrd[seq], missingOrds) >= PACKET_THRESHOLD) return this.enqueue(seq);
     const sentAt = this.lastSentAt[seq];
@@ -782,10 +782,7 @@ export class RepairSender {
         timedOut = nowMs >= due + margin;
       }
     }
-    if (!timedOut && this.sendOrd[seq] < this.deliveredOrd) {
-      const reorderWindow = Number.isFinite(this.minRtt) ? this.minRtt / 4 : 0;
-      timedOut = nowMs - sentAt >= TIME_THRESHOLD * Math.max(this.srtt ?? this.initialRtt, this.latestRtt) + reorderWindow;
-    }
+    if (!timedOut && this.sendOrd[seq] < this.deliveredOrd) timedOut = nowMs - sentAt >= lostAgeMs;
     if (!timedOut && !(sentAt < lostBefore)) return false;
     return this.enqueue(seq);
   }
@@ -890,15 +887,16 @@ export class RepairSender {
     // may still be on a slow wire when the receiver's first timer reports ask for them.
     const rto = this.rto();
     const lostBefore = this.deliveredSentAt - srtt / 4;
+    const lostAgeMs = TIME_THRESHOLD * Math.max(srtt, this.latestRtt) + (Number.isFinite(this.minRtt) ? this.minRtt / 4 : 0);
     let lost = 0;
     if (r.total === 0) {
       // nothing received yet: the first frame (index frame 0) again
-      if (this.n > 0 && this.queue(0, nowMs, rto, lostBefore)) lost++;
+      if (this.n > 0 && this.queue(0, nowMs, rto, lostBefore, lostAgeMs)) lost++;
     }
     const missingOrds = this.missingOrds(r.missing);
     for (const [s, e] of r.missing) {
       const end = Math.min(e, this.n);
-      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore, missingOrds)) lost++;
+      for (let q = s; q < end; q++) if (this.queue(q, nowMs, rto, lostBefore, lostAgeMs, missingOrds)) lost++;
     }
     const recv = Math.max(0, r.received - this.lastReceived);
     if (recv > 0) this.lastProgressAt = Math.max(this.lastProgressAt, nowMs);
