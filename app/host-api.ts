@@ -42,7 +42,7 @@ export interface FetchOptions {
 }
 
 export interface LoadOptions {
-  /** 'catp': out-of-order CATP frames; 'inorder': the page's raw bytes in datagrams, usable up to the first gap. */
+  /** 'catp': out-of-order CATP frames; 'inorder': the page's bytes in datagrams (brotli-coded when the server codes them), usable up to the first gap. */
   mode: StreamMode;
   /** Ask the server to pace its frames at this many bytes per second. */
   rateBytesPerSec?: number;

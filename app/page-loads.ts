@@ -60,6 +60,8 @@ export class PageLoads {
    */
   async load(url: string, options: LoadOptions): Promise<LoadResult> {
     const headers: [string, string][] = [['Catp-Mode', options.mode]];
+    // an in-order stream may come brotli-coded, as an HTTP server's answer would (protocol/catp/raw.ts)
+    if (options.mode === 'inorder') headers.push(['Accept-Encoding', 'br']);
     if (options.rateBytesPerSec !== undefined) headers.push(['Catp-Rate', String(Math.round(options.rateBytesPerSec))]);
     // Block reuse: only when someone applies the local fills, and the server is asked to hold its data frames
     // only when the store has blocks of this site (in scope) — otherwise the hold could only cost time.

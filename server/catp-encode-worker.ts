@@ -13,7 +13,7 @@ port.on('message', (job: EncodeJob) => {
   let reply: EncodeReply;
   let transfer: ArrayBuffer[] = [];
   try {
-    const e = encodeForMode(job.mode, job.body, job.blockCut, job.quality, job.encoding);
+    const e = encodeForMode(job.mode, job.body, job.blockCut, job.quality, job.encoding, job.coding);
     reply = { id: job.id, ok: true, frames: e.frames, indexFrames: e.indexFrames };
     // Each frame owns its buffer unless several share one: transfer each buffer once.
     transfer = [...new Set(e.frames.map((f) => f.buffer as ArrayBuffer))];

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 
-import { encodedBytes, encodeForMode, errorCode, type CatpMode, type EncodeJob, type EncodeQuality, type EncodeReply, type Encoded } from './catp-encode';
+import { encodedBytes, encodeForMode, errorCode, type CatpMode, type EncodeJob, type EncodeQuality, type EncodeReply, type Encoded, type StreamCoding } from './catp-encode';
 
 export interface EncoderOptions {
   /** Worker threads (default 1); 0 encodes on the calling thread (tests; a server with no CPU to spare). */
@@ -78,7 +78,15 @@ export class CatpEncoder {
    * Encodes `body`; one job per `key` (page version) and quality, however many callers ask. Null when the
    * queue is full or the encoder is closed (the caller answers without CATP).
    */
-  encode(key: string, mode: CatpMode, body: Uint8Array, blockCut: 'content' | 'packed', quality: EncodeQuality, encoding = 'UTF-8'): Promise<EncodeOutcome> | null {
+  encode(
+    key: string,
+    mode: CatpMode,
+    body: Uint8Array,
+    blockCut: 'content' | 'packed',
+    quality: EncodeQuality,
+    encoding = 'UTF-8',
+    coding: StreamCoding = null,
+  ): Promise<EncodeOutcome> | null {
     const k = `${quality}\0${key}`;
     const known = this.inflight.get(k);
     if (known !== undefined) return known;
@@ -89,7 +97,7 @@ export class CatpEncoder {
     }
     const p = new Promise<EncodeOutcome>((done) => {
       this.queuedBytes += body.length;
-      this.waiting[quality].push({ key: k, mode, body, blockCut, quality, encoding, done });
+      this.waiting[quality].push({ key: k, mode, body, blockCut, quality, encoding, coding, done });
     });
     this.inflight.set(k, p);
     void p.then(() => this.inflight.delete(k));
@@ -130,7 +138,7 @@ export class CatpEncoder {
       setImmediate(() => {
         let r: EncodeOutcome;
         try {
-          r = encodeForMode(j.mode, j.body, j.blockCut, j.quality, j.encoding);
+          r = encodeForMode(j.mode, j.body, j.blockCut, j.quality, j.encoding, j.coding);
         } catch (err) {
           r = { failed: errorCode(err) };
         }
@@ -148,7 +156,7 @@ export class CatpEncoder {
       slot.job = { ...j, id };
       slot.worker.ref();
       // The body is copied: the caller's buffer may be a view into a file cache that must stay intact.
-      const msg: EncodeJob = { id, mode: j.mode, body: j.body, blockCut: j.blockCut, quality: j.quality, encoding: j.encoding };
+      const msg: EncodeJob = { id, mode: j.mode, body: j.body, blockCut: j.blockCut, quality: j.quality, encoding: j.encoding, coding: j.coding };
       slot.worker.postMessage(msg);
     }
   }

@@ -5,10 +5,11 @@ import { getHeader, type HttpRequest, type HttpResponse } from '../protocol/dhtt
 import { sniffHtmlEncoding } from '../protocol/html-encoding';
 import type { BodyBudget } from './body-budget';
 import { parseCatpReuse, type CatpMode, type StartRequest } from './catp';
+import { negotiate } from './content-coding';
 import { resolveTarget, type FileResponse, type FileServer } from './files';
 
 /** The page's and the request's part of a session's start; the caller adds who it goes to. */
-export type CatpPage = Pick<StartRequest, 'mode' | 'rateHeader' | 'reuse' | 'cacheKey' | 'body' | 'encoding'>;
+export type CatpPage = Pick<StartRequest, 'mode' | 'rateHeader' | 'reuse' | 'cacheKey' | 'body' | 'encoding' | 'coding'>;
 
 /** `res` as CATP frames in `mode`, or null when it is not a 200 the mode can carry (answered normally). */
 export function catpPage(mode: CatpMode, req: HttpRequest, res: HttpResponse): CatpPage | null {
@@ -29,6 +30,9 @@ export function catpPage(mode: CatpMode, req: HttpRequest, res: HttpResponse): C
     body: res.body,
     // the encoding the file server labelled the page with (or, for a page too large to sniff unasked, the bytes')
     ...(mode === 'catp' ? { encoding: sniffHtmlEncoding(res.body, { contentType: getHeader(res.headers, 'content-type'), complete: true }).encoding } : {}),
+    // an in-order stream goes brotli-coded to a client that offered br, as the HTTP/1.1 side does (content-coding.ts);
+    // gzip is not offered for it (CATP's codec is brotli), so a client that prefers gzip gets the page as it is
+    ...(mode === 'inorder' && negotiate(getHeader(req.headers, 'accept-encoding')) === 'br' ? { coding: 'br' as const } : {}),
   };
 }
 

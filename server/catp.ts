@@ -14,7 +14,7 @@ import type * as dgram from 'dgram';
 import type { AmplificationBudget } from '../protocol/dhttp/address-validation';
 
 import { FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
-import { encodeForMode, errorCode, type CatpMode, type Encoded } from './catp-encode';
+import { encodeForMode, errorCode, type CatpMode, type Encoded, type StreamCoding } from './catp-encode';
 import { CatpEncoder, type EncoderCounters } from './catp-encoder';
 
 export { encodeForMode, type CatpMode, type Encoded } from './catp-encode';
@@ -411,6 +411,8 @@ export interface StartRequest {
   body: Uint8Array;
   /** How the body's bytes decode (a WHATWG encoding name, protocol/html-encoding.ts; default UTF-8). */
   encoding?: string;
+  /** In-order mode: the request offered `Accept-Encoding: br`, so the stream goes compressed (raw.ts). */
+  coding?: StreamCoding;
   /**
    * The address is unproven: the session sends what `budget` allows for `address` (charging it), and
    * `sendToken` (the server's "ask again with this token" answer) goes before the first frame.
@@ -500,6 +502,11 @@ export class CatpSessions {
 
   static key(address: string, idHex: string): string {
     return `${address}|${idHex}`;
+  }
+
+  /** What an encoded page's cache entry depends on besides the page: the mode, and an in-order stream's coding. */
+  static variant(req: Pick<StartRequest, 'mode' | 'coding'>): string {
+    return req.mode === 'inorder' && (req.coding ?? null) !== null ? `${req.mode}+${req.coding}` : req.mode;
   }
 
   get enabled(): boolean {
@@ -667,10 +674,10 @@ export class CatpSessions {
   }
 
   private async encodedAsync(req: StartRequest): Promise<Encoded | null> {
-    // In-order framing is a cut and a digest: no worker needed.
-    if (req.mode !== 'catp') return this.encoded(req);
+    // In-order framing as it is is a cut and a digest: no worker needed (compressing the stream is not).
+    if (req.mode !== 'catp' && (req.coding ?? null) === null) return this.encoded(req);
     // No validator (cacheKey null): encoded for this request only, under a key of its own.
-    const key = req.cacheKey === null ? null : `${req.mode}\0${req.cacheKey}`;
+    const key = req.cacheKey === null ? null : `${CatpSessions.variant(req)}\0${req.cacheKey}`;
     const hit = key === null ? undefined : this.cache.get(key);
     if (hit !== undefined) {
       this.c.catpCacheHits++;
@@ -681,7 +688,7 @@ export class CatpSessions {
       return hit;
     }
     this.c.catpCacheMisses++;
-    const job = this.encoder.encode(key ?? `once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode, req.encoding);
+    const job = this.encoder.encode(key ?? `once\0${this.onceSeq++}`, req.mode, req.body, this.opts.blockCut, this.opts.coldEncode, req.encoding, req.coding ?? null);
     if (job === null) return null;
     const r = await job;
     if (this.closed) return null;
@@ -701,7 +708,7 @@ export class CatpSessions {
 
   /** The best-quality copy of a page served from a fast encoding: encoded in the background, then cached. */
   private upgrade(key: string, req: StartRequest): void {
-    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, 'best', req.encoding);
+    const job = this.encoder.encode(key, req.mode, req.body, this.opts.blockCut, 'best', req.encoding, req.coding ?? null);
     if (job === null) return;
     void job.then((r) => {
       if (this.closed || 'failed' in r) return;
@@ -711,13 +718,13 @@ export class CatpSessions {
   }
 
   private encoded(req: StartRequest): Encoded | null {
-    const key = req.cacheKey === null ? null : `${req.mode}\0${req.cacheKey}`;
+    const key = req.cacheKey === null ? null : `${CatpSessions.variant(req)}\0${req.cacheKey}`;
     let e = key === null ? undefined : this.cache.get(key);
     if (e !== undefined) this.c.catpCacheHits++;
     else {
       this.c.catpCacheMisses++;
       try {
-        e = encodeForMode(req.mode, req.body, this.opts.blockCut, 'best', req.encoding);
+        e = encodeForMode(req.mode, req.body, this.opts.blockCut, 'best', req.encoding, req.coding ?? null);
       } catch (err) {
         e = { failed: errorCode(err), bytes: 128 };
       }

@@ -81,7 +81,9 @@ export function warmUpLoadPath(rounds = 3): { catp: WarmUpLoad; inorder: WarmUpL
   const bytes = new TextEncoder().encode(WARM_UP_PAGE);
   // small frames: several index and data frames, as a real page has (this one compresses to two or three)
   const page = encodePage(bytes, { sha256, codec: catpCodec, maxPayload: 400 });
-  const raw = encodeRaw(bytes, { sha256 });
+  // in-order as a load gets it (brotli-coded, protocol/catp/raw.ts), so the stream decoder is warm too; it codes
+  // to under 1 kB, so small frames again for several of them
+  const raw = encodeRaw(bytes, { sha256, codec: catpCodec, maxPayload: 160 });
   const round = () => ({ catp: loadOnce('catp', page.frames), inorder: loadOnce('inorder', raw.frames) });
   let last = round();
   for (let i = 1; i < rounds; i++) last = round();

@@ -22,8 +22,9 @@ Fetches a URL and writes the body to stdout (or -o FILE).
   https://HOST[:PORT]/PATH    HTTP/1.1 over TLS (the system's CA store; CATP_EXTRA_CA_CERTS=FILE adds a PEM CA)
 
 With --catp, an HTML page comes as CATP frames over UDP, in any order, and is rebuilt frame by frame; the
-output is parse5's serialization of the rebuilt tree. With --inorder, the page's raw bytes come in datagrams,
-usable only up to the first gap (the baseline CATP is measured against). A server that does not stream the
+output is parse5's serialization of the rebuilt tree. With --inorder, the page's bytes come in datagrams (as one
+brotli stream when the server codes it, as it codes them for TCP), usable only up to the first gap (the baseline
+CATP is measured against); the output is the page's bytes. A server that does not stream the
 URL (not HTML, an error, an old server) answers normally and its body is written as usual.
 
 options:
@@ -34,7 +35,7 @@ options:
   -d, --data TEXT          request body
       --timeout MS         give up after MS milliseconds (default 30000)
       --catp               load the page as CATP frames (dhttp:// only)
-      --inorder            load the page's raw bytes as in-order datagrams (dhttp:// only)
+      --inorder            load the page's bytes as in-order datagrams (dhttp:// only)
       --rate BYTES_PER_S   ask the server to send --catp / --inorder frames at most this fast (Catp-Rate)
       --timeline FILE      with --catp / --inorder: one JSON line per arriving frame (arrival time, frame,
                            what became displayable)

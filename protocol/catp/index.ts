@@ -13,7 +13,7 @@ export { CatpAssembler, DEFAULT_ASSEMBLER_LIMITS, slotRefs } from './assembler';
 export type { AssemblerOptions, AssemblerLimits, CatpEvent, RawEvent, RawAssemblerEvent, ReceiveResult, SlotFill } from './assembler';
 export { RepairReceiver, RepairSender } from './repair';
 export type { ReceiverOptions, SenderOptions, SenderStats } from './repair';
-export { encodeRaw, RawAssembler, RAW_META_BYTES } from './raw';
+export { encodeRaw, RawAssembler, RAW_MAX_EXPANSION, RAW_META_BYTES } from './raw';
 export type { EncodedRaw } from './raw';
 export { StreamLoad, STREAM_TAIL_MS } from './stream-load';
 export type { BlockSummary, Displayable, FrameRecord, ReceivedBlock, StreamEnd, StreamEvent, StreamLoadOptions, StreamMode, StreamStep, StreamSummary } from './stream-load';

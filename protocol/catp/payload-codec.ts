@@ -7,6 +7,9 @@
  * A packed payload is `u8 method | bytes`: method 0 = stored (the bytes as they are), 1 = compressed with the
  * codec. The encoder stores whatever is smaller. The decoder bounds the output (MAX_DECODED_PAYLOAD): a frame
  * that would inflate past it is refused, so a 1.4 kB datagram can never become a memory bomb.
+ *
+ * In-order mode (raw.ts) codes the whole page as one stream instead, as an HTTP server would (compressStream,
+ * decodeStreamPrefix): usable only in order, which is all that mode can use anyway.
  */
 import { REJECT, Reject } from './errors';
 
@@ -18,6 +21,16 @@ export interface FrameCodec {
   compress(bytes: Uint8Array, effort: 'search' | 'final'): Uint8Array;
   /** Decompress; throw anything on corrupt input or when the output would exceed `maxBytes`. */
   decompress(bytes: Uint8Array, maxBytes: number): Uint8Array;
+  /**
+   * In-order mode (raw.ts): the whole page as one compressed stream, as an HTTP server's `Content-Encoding`
+   * would send it. Optional: a codec without it sends in-order pages as they are.
+   */
+  compressStream?(bytes: Uint8Array): Uint8Array;
+  /**
+   * What a prefix of such a stream decodes to so far (at most `maxBytes`; throw anything past that or on a
+   * corrupt stream). `end`: the prefix is the whole stream, which must then be complete.
+   */
+  decodeStreamPrefix?(prefix: Uint8Array, maxBytes: number, end: boolean): Uint8Array;
 }
 
 export const METHOD_STORED = 0;
@@ -63,8 +76,10 @@ export function unpackPayload(packed: Uint8Array, codec: FrameCodec | undefined,
 /** The part of Node's zlib module the brotli codec uses (passed in: protocol/ imports nothing of Node). */
 export interface BrotliModule {
   brotliCompressSync(buf: Uint8Array, options: { params: Record<number, number> }): Uint8Array;
-  brotliDecompressSync(buf: Uint8Array, options: { maxOutputLength: number }): Uint8Array;
+  brotliDecompressSync(buf: Uint8Array, options: { maxOutputLength: number; finishFlush?: number }): Uint8Array;
   constants: {
+    BROTLI_OPERATION_FLUSH: number;
+    BROTLI_OPERATION_FINISH: number;
     BROTLI_PARAM_QUALITY: number;
     BROTLI_PARAM_MODE: number;
     BROTLI_MODE_TEXT: number;
@@ -100,11 +115,17 @@ export function brotliCodec(zlib: BrotliModule, opts: BrotliCodecOptions = {}): 
     });
     return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
   };
+  const view = (out: Uint8Array): Uint8Array => new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
   return {
     compress: (bytes, effort) => run(effort === 'final' ? finalQuality : Math.min(5, finalQuality), bytes),
-    decompress(bytes, maxBytes) {
-      const out = zlib.brotliDecompressSync(bytes, { maxOutputLength: maxBytes });
-      return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
-    },
+    decompress: (bytes, maxBytes) => view(zlib.brotliDecompressSync(bytes, { maxOutputLength: maxBytes })),
+    compressStream: (bytes) =>
+      // what the HTTP/1.1 side sends TCP and stock Chromium (server/content-coding.ts): the page's own window
+      view(zlib.brotliCompressSync(bytes, {
+        params: { [c.BROTLI_PARAM_QUALITY]: finalQuality, [c.BROTLI_PARAM_MODE]: c.BROTLI_MODE_TEXT, [c.BROTLI_PARAM_SIZE_HINT]: bytes.length },
+      })),
+    decodeStreamPrefix: (prefix, maxBytes, end) =>
+      // a flush, not a finish: a cut stream gives what it holds so far instead of an error
+      view(zlib.brotliDecompressSync(prefix, { maxOutputLength: maxBytes, finishFlush: end ? c.BROTLI_OPERATION_FINISH : c.BROTLI_OPERATION_FLUSH })),
   };
 }

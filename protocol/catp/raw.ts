@@ -1,53 +1,94 @@
 /**
- * In-order UDP mode (the CATP paper's Figure 5 baseline): the page's raw bytes cut into datagrams
- * (frame kind raw), repaired by the same RepairSender / RepairReceiver, but usable only up to the first
- * gap: the assembler emits `prefix-extended` only when the contiguous prefix grows.
+ * In-order UDP mode (the CATP paper's Figure 5 baseline): the page's bytes cut into datagrams (frame kind raw),
+ * repaired by the same RepairSender / RepairReceiver, but usable only up to the first gap: the assembler emits
+ * `prefix-extended` only when the contiguous prefix grows.
  *
- * Raw frame 0's payload starts with: sha-256 of the page bytes (32) | page length (u32); the page id
- * in every header is the first 8 bytes of that digest.
+ * The byte stream is the page itself, or — for a client that offered `Accept-Encoding: br`, as a web server's
+ * `Content-Encoding` would do — the page compressed with brotli as one stream (FRAME_FLAG_BROTLI on every frame),
+ * so the baseline carries what TCP carries and differs from CATP only in framing. A compressed prefix still
+ * decodes as it grows: the assembler hands on what the received part of the stream decodes to so far.
+ *
+ * Raw frame 0's payload starts with: sha-256 of the page bytes (32) | page length (u32); both are of the page as
+ * decoded. The page id in every header is the first 8 bytes of that digest.
  */
 import { AssemblerBase, AssemblerOptions, RawAssemblerEvent } from './assembler';
 import { CATP_ERR, LocalProtocolError, REJECT, Reject } from './errors';
 import { Sha256 } from './encoder';
-import { encodeFrame, FRAME_KIND, FrameHeader, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES } from './wire';
+import type { FrameCodec } from './payload-codec';
+import { encodeFrame, FRAME_FLAG_BROTLI, FRAME_KIND, FrameHeader, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES } from './wire';
 
 export const RAW_META_BYTES = 36;
+/**
+ * Most bytes a compressed stream may decode to per byte of frames (a decompression bomb is refused before it is
+ * decoded). HTML compresses 4–12×; a sender sends a page that compresses better than this as it is.
+ */
+export const RAW_MAX_EXPANSION = 64;
+/** Past this many compressed bytes, the prefix is decoded again only once it has grown by an eighth (see take). */
+const REDECODE_EVERY_FRAME_BYTES = 64 * 1024;
 
 export interface EncodedRaw {
   pageDigest: Uint8Array;
   pageId: Uint8Array;
   frames: Uint8Array[];
+  /** The stream is the page compressed with the codec (FRAME_FLAG_BROTLI). */
+  compressed: boolean;
 }
 
-export function encodeRaw(bytes: Uint8Array, opts: { sha256: Sha256; maxPayload?: number }): EncodedRaw {
+/**
+ * Cut a page into raw frames. With a codec that has `compressStream` (the client offered it), the frames carry
+ * the page compressed as one stream, unless that is not smaller or would expand past RAW_MAX_EXPANSION.
+ */
+export function encodeRaw(bytes: Uint8Array, opts: { sha256: Sha256; maxPayload?: number; codec?: FrameCodec }): EncodedRaw {
   const maxPayload = Math.min(opts.maxPayload ?? MAX_FRAME_PAYLOAD, MAX_FRAME_PAYLOAD);
   if (!(maxPayload > RAW_META_BYTES)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'maxPayload too small');
   const pageDigest = opts.sha256(bytes).slice(0, 32);
   const pageId = pageDigest.slice(0, PAGE_ID_BYTES);
+  let stream = bytes;
+  let compressed = false;
+  if (opts.codec?.compressStream !== undefined && bytes.length > 0) {
+    const c = opts.codec.compressStream(bytes);
+    const frames = Math.ceil((c.length + RAW_META_BYTES) / maxPayload);
+    if (c.length < bytes.length && bytes.length <= frames * maxPayload * RAW_MAX_EXPANSION) {
+      stream = c;
+      compressed = true;
+    }
+  }
   const chunks: Uint8Array[] = [];
-  const first = Math.min(bytes.length, maxPayload - RAW_META_BYTES);
+  const first = Math.min(stream.length, maxPayload - RAW_META_BYTES);
   const c0 = new Uint8Array(RAW_META_BYTES + first);
   c0.set(pageDigest, 0);
   new DataView(c0.buffer).setUint32(32, bytes.length);
-  c0.set(bytes.subarray(0, first), RAW_META_BYTES);
+  c0.set(stream.subarray(0, first), RAW_META_BYTES);
   chunks.push(c0);
-  for (let p = first; p < bytes.length; p += maxPayload) chunks.push(bytes.subarray(p, Math.min(bytes.length, p + maxPayload)));
+  for (let p = first; p < stream.length; p += maxPayload) chunks.push(stream.subarray(p, Math.min(stream.length, p + maxPayload)));
   const id = new Uint8Array(8);
-  const frames = chunks.map((c, i) => encodeFrame({ id, kind: FRAME_KIND.RAW, pageId, seq: i, total: chunks.length, indexFrames: 0 }, c));
-  return { pageDigest, pageId, frames };
+  const flags = compressed ? FRAME_FLAG_BROTLI : 0;
+  const frames = chunks.map((c, i) => encodeFrame({ id, kind: FRAME_KIND.RAW, flags, pageId, seq: i, total: chunks.length, indexFrames: 0 }, c));
+  return { pageDigest, pageId, frames, compressed };
 }
 
 export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
+  private readonly codec: FrameCodec | undefined;
   private chunks: Array<Uint8Array | null> = [];
   private next = 0;
+  /** Page bytes handed on so far (decoded). */
   private prefix = 0;
   private length = -1;
+  /** The stream is compressed (FRAME_FLAG_BROTLI), fixed by the first frame taken; null before it. */
+  private compressed: boolean | null = null;
+  /** The contiguous stream received so far (compressed streams only), and its length when last decoded. */
+  private streamParts: Uint8Array[] = [];
+  private streamBytes = 0;
+  private decodedAt = 0;
+  /** What the whole stream decoded to (compressed streams, once complete): the page the digest is checked on. */
+  private decoded: Uint8Array | null = null;
 
   constructor(opts: AssemblerOptions) {
     super(opts, [FRAME_KIND.RAW]);
+    this.codec = opts.codec;
   }
 
-  /** Bytes usable so far (the contiguous prefix). */
+  /** Page bytes usable so far (the contiguous prefix, decoded). */
   get prefixLength(): number {
     return this.prefix;
   }
@@ -61,10 +102,18 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
   }
 
   protected take(h: FrameHeader, payload: Uint8Array): void {
+    const compressed = ((h.flags ?? 0) & FRAME_FLAG_BROTLI) !== 0;
+    if (this.compressed === null) {
+      if (compressed && this.codec?.decodeStreamPrefix === undefined) this.refuse(h.seq, REJECT.BAD_CODEC, 'compressed stream, no codec');
+      this.compressed = compressed;
+    } else if (compressed !== this.compressed) {
+      this.refuse(h.seq, REJECT.INCONSISTENT_HEADER, 'BROTLI flag differs between frames');
+    }
     if (h.seq === 0) {
       if (payload.length < RAW_META_BYTES) this.refuse(0, REJECT.TRUNCATED, 'raw meta');
       const len = new DataView(payload.buffer, payload.byteOffset, payload.byteLength).getUint32(32);
-      if (len > this.total * MAX_FRAME_PAYLOAD) this.refuse(0, REJECT.ABSURD_COUNT, 'page length');
+      const most = compressed ? Math.min(this.total * MAX_FRAME_PAYLOAD * RAW_MAX_EXPANSION, this.limits.maxFrames * MAX_FRAME_PAYLOAD) : this.total * MAX_FRAME_PAYLOAD;
+      if (len > most) this.refuse(0, REJECT.ABSURD_COUNT, 'page length');
       this.length = len;
     }
     this.chunks[h.seq] = payload;
@@ -72,38 +121,56 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     const parts: Uint8Array[] = [];
     while (this.next < this.total && this.chunks[this.next] !== null) {
       const c = this.chunks[this.next] as Uint8Array;
-      parts.push(this.next === 0 ? c.subarray(36) : c);
+      parts.push(this.next === 0 ? c.subarray(RAW_META_BYTES) : c);
       this.next++;
     }
-    let n = 0;
-    for (const p of parts) n += p.length;
-    if (this.prefix + n > this.length) {
-      this.ended = true;
-      this.emit({ type: 'page-corrupt', code: REJECT.INCONSISTENT_HEADER, message: 'more bytes than the page length' });
-      throw new Reject(REJECT.INCONSISTENT_HEADER);
-    }
-    const bytes = new Uint8Array(n);
-    let o = 0;
-    for (const p of parts) {
-      bytes.set(p, o);
-      o += p.length;
-    }
+    const bytes = this.compressed ? this.decodeMore(parts) : concat(parts);
+    if (bytes === null) return;
+    if (this.prefix + bytes.length > this.length) this.corrupt(REJECT.INCONSISTENT_HEADER, 'more bytes than the page length');
     const offset = this.prefix;
-    this.prefix += n;
-    this.emit({ type: 'prefix-extended', bytes, offset, length: this.prefix, total: this.length });
+    this.prefix += bytes.length;
+    if (bytes.length > 0) this.emit({ type: 'prefix-extended', bytes, offset, length: this.prefix, total: this.length });
     if (this.next === this.total) this.finish();
+  }
+
+  /**
+   * The page bytes a grown compressed prefix adds, or null when it is not decoded this time. The prefix is decoded
+   * from its start each time (protocol/ has no streaming decoder to keep between frames): every frame up to 64 KiB
+   * of stream, then each time it has grown by an eighth, so a large page costs a bounded multiple of one decode.
+   */
+  private decodeMore(parts: Uint8Array[]): Uint8Array | null {
+    for (const p of parts) {
+      this.streamParts.push(p);
+      this.streamBytes += p.length;
+    }
+    const end = this.next === this.total;
+    if (!end && this.streamBytes > REDECODE_EVERY_FRAME_BYTES && this.streamBytes - this.decodedAt < this.streamBytes / 8) return null;
+    this.decodedAt = this.streamBytes;
+    if (this.streamParts.length > 1) this.streamParts = [concat(this.streamParts)];
+    let out: Uint8Array;
+    try {
+      out = (this.codec as Required<FrameCodec>).decodeStreamPrefix(this.streamParts[0] ?? new Uint8Array(0), this.length, end);
+    } catch (e) {
+      return this.corrupt(REJECT.BAD_CODEC, e instanceof Error ? e.message : 'the stream does not decode');
+    }
+    if (!(out instanceof Uint8Array) || out.length > this.length) return this.corrupt(REJECT.BAD_CODEC, 'more bytes than the page length');
+    // a decoder never takes back what it gave for a shorter prefix; one that does is refused, not trusted
+    if (out.length < this.prefix) return this.corrupt(REJECT.BAD_CODEC, 'the stream decoded to less than before');
+    if (end) this.decoded = out;
+    return out.slice(this.prefix);
+  }
+
+  private corrupt(code: string, message: string): never {
+    this.ended = true;
+    this.emit({ type: 'page-corrupt', code, message });
+    throw new Reject(code as (typeof REJECT)[keyof typeof REJECT], message);
   }
 
   private finish(): void {
     this.ended = true;
-    const all = new Uint8Array(this.prefix);
-    let o = 0;
-    for (let i = 0; i < this.total; i++) {
-      const c = this.chunks[i] as Uint8Array;
-      const p = i === 0 ? c.subarray(36) : c;
-      all.set(p, o);
-      o += p.length;
-    }
+    const all = this.compressed
+      ? (this.decoded as Uint8Array) // decodeMore decoded the whole stream with `end` before this
+      : concat(this.chunks.map((c, i) => (i === 0 ? (c as Uint8Array).subarray(RAW_META_BYTES) : (c as Uint8Array))));
     const meta = this.chunks[0] as Uint8Array;
     const digest = this.sha256(all).slice(0, 32);
     let ok = this.prefix === this.length;
@@ -111,4 +178,16 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     if (ok) this.emit({ type: 'page-complete', digest });
     else this.emit({ type: 'page-corrupt', code: CATP_ERR.PAGE_DIGEST, message: 'the page does not match its digest' });
   }
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
 }

@@ -9,7 +9,8 @@
  *    8   1   magic 0xCA
  *    9   1   version (2)
  *   10   1   kind: 1 index, 2 data, 3 raw (in-order mode)
- *   11   1   flags: bit 0 REUSE (the sender honours exhaustive reports: see below); others reserved, 0
+ *   11   1   flags: bit 0 REUSE (the sender honours exhaustive reports: see below); bit 1 BROTLI (raw frames only:
+ *               the in-order byte stream is the page compressed with brotli, raw.ts); others reserved, 0
  *   12   8   page id = first 8 bytes of the page digest (detects frames of another page / version)
  *   20   4   seq: frame number, 0 <= seq < total, in send order (index and data frames interleaved)
  *   24   4   total: number of frames of the page
@@ -46,12 +47,18 @@ export const MAX_FRAMES = 1 << 20;
  * only to a sender that set it (an old server rejects the report flag).
  */
 export const FRAME_FLAG_REUSE = 1;
-const FRAME_FLAGS_KNOWN = FRAME_FLAG_REUSE;
+/**
+ * Frame flag bit 1, raw frames only: the in-order byte stream is the page compressed with brotli as one stream
+ * (raw.ts). Set only for a request that offered `Accept-Encoding: br`, so a client that never asked (an old one
+ * rejects any flag bit) never sees it.
+ */
+export const FRAME_FLAG_BROTLI = 2;
+const FRAME_FLAGS_KNOWN = FRAME_FLAG_REUSE | FRAME_FLAG_BROTLI;
 
 export interface FrameHeader {
   id: Uint8Array;
   kind: FrameKind;
-  /** Frame flags (FRAME_FLAG_REUSE); 0 when absent. */
+  /** Frame flags (FRAME_FLAG_REUSE, FRAME_FLAG_BROTLI); 0 when absent. */
   flags?: number;
   pageId: Uint8Array;
   seq: number;
@@ -109,6 +116,7 @@ export function decodeHeader(b: Uint8Array): FrameHeader {
   if (kind === FRAME_KIND.RAW) {
     if (indexFrames !== 0) throw new Reject(REJECT.INCONSISTENT_HEADER, 'raw frames have no index');
   } else {
+    if ((b[11] & FRAME_FLAG_BROTLI) !== 0) throw new Reject(REJECT.BAD_FLAGS, 'BROTLI on a CATP frame');
     // Index and data frames interleave in send order: the kind byte (and the index's block table) say which is which.
     if (indexFrames === 0 || indexFrames > total) throw new Reject(REJECT.INCONSISTENT_HEADER, 'indexFrames');
   }

@@ -26,7 +26,7 @@ import {
 } from '../../protocol/dhttp';
 import { DhttpResponseStream } from '../../protocol/dhttp/stream';
 import { MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES } from '../../protocol/dhttp/address-validation';
-import { brotliCodec, CatpAssembler, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
+import { brotliCodec, CatpAssembler, FRAME_FLAG_BROTLI, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
 
 jest.setTimeout(30_000);
 
@@ -114,6 +114,8 @@ interface FetchOptions {
   proofDelayMs?: number;
   /** First contact: lose every frame that arrives before the proof goes (no report can echo one before it). */
   loseFirstFlight?: boolean;
+  /** An Accept-Encoding header (in-order streams may then come brotli-coded; the assembler gets the codec). */
+  acceptEncoding?: string;
 }
 
 interface FetchResult {
@@ -122,8 +124,8 @@ interface FetchResult {
   html?: string;
   /** CATP: index pieces shown before the last index frame arrived (index frames stand alone). */
   piecesBeforeIndexComplete?: number;
-  /** CATP: frames whose payload was compressed (method 1), by kind. */
-  compressed?: { index: number; data: number; frames: number };
+  /** CATP: frames whose payload was compressed (method 1), by kind; both modes: frames with FRAME_FLAG_BROTLI. */
+  compressed?: { index: number; data: number; frames: number; brotliFlag: number };
   /** In-order: the page bytes. */
   bytes?: Buffer;
   elapsedMs: number;
@@ -241,7 +243,10 @@ class CatpClient {
     const rng = seededRng(opts.seed ?? 1);
     const loss = opts.loss ?? 0;
     const id = opts.id ?? newId();
-    const asm = mode === 'inorder' ? new RawAssembler({ sha256, requestId: id, otherPort: this.port }) : new CatpAssembler({ sha256, codec, requestId: id, otherPort: this.port });
+    const asm =
+      mode === 'inorder'
+        ? new RawAssembler({ sha256, requestId: id, otherPort: this.port, ...(opts.acceptEncoding !== undefined ? { codec } : {}) })
+        : new CatpAssembler({ sha256, codec, requestId: id, otherPort: this.port });
     const builder = parse5TreeBuilder();
     const parts: Buffer[] = [];
     let received = 0;
@@ -249,7 +254,7 @@ class CatpClient {
     let dropped = 0;
     let pieces = 0;
     let piecesBeforeIndexComplete = -1;
-    const compressed = { index: 0, data: 0, frames: 0 };
+    const compressed = { index: 0, data: 0, frames: 0, brotliFlag: 0 };
     const t0 = performance.now();
     const completedBefore = this.server.counters().catpCompleted;
     const settled = (r: FetchResult): Promise<FetchResult> =>
@@ -279,7 +284,7 @@ class CatpClient {
           else if (ev.type === 'page-complete') {
             const elapsedMs = performance.now() - t0;
             const base = { id, elapsedMs, framesReceived: received, bytesReceived, framesDropped: dropped, reportsSent: asm.receiver.reportsSent, ...(beforeProof ? { beforeProof } : {}) };
-            if (mode === 'inorder') finish(null, { ...base, bytes: Buffer.concat(parts) });
+            if (mode === 'inorder') finish(null, { ...base, bytes: Buffer.concat(parts), compressed });
             else finish(null, { ...base, html: parse5.serialize(builder.root as parse5.DefaultTreeAdapterMap['document']), piecesBeforeIndexComplete, compressed });
           } else finish(new Error(`${ev.type}: ${ev.code} ${ev.message}`));
         }
@@ -291,6 +296,7 @@ class CatpClient {
       const first = opts.firstContact;
       const headers: [string, string][] = [['Catp-Mode', mode]];
       if (opts.rate !== undefined) headers.push(['Catp-Rate', String(opts.rate)]);
+      if (opts.acceptEncoding !== undefined) headers.push(['Accept-Encoding', opts.acceptEncoding]);
       // first contact: everything that arrives until the request with the token goes (token answers included)
       const beforeProof = first === undefined ? undefined : { bytes: 0, frames: 0, requestBytes: 0, sentBytes: 0, tokenAnswers: 0 };
       let proofSent = first === undefined;
@@ -324,6 +330,7 @@ class CatpClient {
         }
         received++;
         bytesReceived += msg.length;
+        if (msg.length >= 32 && (msg[11] & FRAME_FLAG_BROTLI) !== 0) compressed.brotliFlag++;
         if (msg.length > 33) {
           compressed.frames++;
           // index: 8-byte check, then the method byte; data: the method byte first
@@ -428,6 +435,39 @@ describe('CATP sessions', () => {
         expect((r.bytes as Buffer).equals(bytes)).toBe(true);
         await waitFor(() => server.counters().catpCompleted === before.catpCompleted + 1, 'inorder session to complete');
         expect(server.counters().catpModes.inorder - before.catpModes.inorder).toBe(1);
+      } finally {
+        client.close();
+      }
+    }
+  });
+
+  test('Catp-Mode: inorder with Accept-Encoding: br sends the page as one brotli stream (what TCP gets), rebuilt exactly under 20% loss', async () => {
+    const target = `/${pages[1].name}`;
+    const bytes = pages[1].bytes;
+    const plain = await (async () => {
+      const client = await new CatpClient(server).start();
+      try {
+        return await client.fetch(target, { mode: 'inorder' });
+      } finally {
+        client.close();
+      }
+    })();
+    expect(plain.compressed?.brotliFlag).toBe(0);
+    // gzip alone is not offered for a stream: the page goes as it is
+    for (const [accept, coded] of [['gzip, deflate, br', true], ['gzip', false]] as const) {
+      const client = await new CatpClient(server).start();
+      try {
+        const r = await client.fetch(target, { mode: 'inorder', loss: coded ? 0.2 : 0, seed: 11, acceptEncoding: accept });
+        expect((r.bytes as Buffer).equals(bytes)).toBe(true);
+        if (coded) {
+          expect(r.framesDropped).toBeGreaterThan(0);
+          expect(r.compressed?.brotliFlag).toBe(r.framesReceived);
+          // every frame went at least once, the lost ones again: fewer frames than the page as it is
+          expect(r.framesReceived).toBeLessThan(plain.framesReceived);
+        } else {
+          expect(r.compressed?.brotliFlag).toBe(0);
+          expect(r.framesReceived).toBe(plain.framesReceived);
+        }
       } finally {
         client.close();
       }
