@@ -129,7 +129,8 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     if (this.prefix + bytes.length > this.length) this.corrupt(REJECT.INCONSISTENT_HEADER, 'more bytes than the page length');
     const offset = this.prefix;
     this.prefix += bytes.length;
-    if (bytes.length > 0) this.emit({ type: 'prefix-extended', bytes, offset, length: this.prefix, total: this.length });
+    // (a coded stream's last bits may add no bytes: nothing to hand on; an empty page as it is still says so)
+    if (bytes.length > 0 || !this.compressed) this.emit({ type: 'prefix-extended', bytes, offset, length: this.prefix, total: this.length });
     if (this.next === this.total) this.finish();
   }
 
