@@ -235,12 +235,10 @@ async function load(link: Link, t: TransportName, urlPath: string, timeoutMs: nu
 
 /**
  * Warms the server's caches for a page and transport from inside the server's namespace (local: nothing crosses
- * the link), as lab/silent-time does: CATP frames are encoded (brotli 11 per frame), and the HTTP body
- * brotli-compressed, once per page; without this the first measured load would wait for that.
+ * the link), as lab/silent-time does: CATP frames are encoded (brotli 11 per frame), the in-order stream and the
+ * HTTP body brotli-compressed, once per page; without this the first measured load would wait for that.
  */
 async function warm(link: Link, t: TransportName, urlPath: string, tag: string): Promise<void> {
-  // In-order frames are the raw bytes cut up (no compression): nothing slow to cache, so no warm-up.
-  if (t === 'inorder') return;
   const { cmd, args } = catpCommand();
   // A failed warm-up is not fatal (the page is cached by the attempt's encode all the same); it is said.
   for (let attempt = 1; attempt <= 2; attempt++) {

@@ -175,7 +175,7 @@ export class DemoController {
       this.live.push(pane);
       pane.origin = await startOrigin(link, 'catp', page.root);
       // the server encodes (CATP) or compresses (HTTP) a page once per version: done before the clock starts
-      await warmOrigin(link, pane.origin, page.urlPath, transport === 'tcp' ? 'tcp' : 'catp');
+      await warmOrigin(link, pane.origin, page.urlPath, transport);
       const socketPath = path.join(this.options.tmpRoot, `pane-${transport}-${runId}.sock`);
       const host = link.spawnIn('client', cmd, [...args, '__demo-pane', '--socket', socketPath, '--public-host', this.proxies.get(transport)!.host, '--public-port', String(this.proxies.get(transport)!.port),
         '--public-frame-port', String(this.frameProxies.get(transport)!.port),

@@ -69,16 +69,17 @@ function stopChild(child: ChildProcess): Promise<void> {
 /**
  * Warms our server's caches for one page and transport, as a busy origin's are warm: one load from inside the
  * server's namespace (local, so nothing crosses the emulated link or shows in its log and capture). The server
- * encodes a page's CATP frames, and compresses its HTTP body per coding, once per file version at the best
- * setting (seconds for a large page); without this, every measured load would start by waiting for that.
- * `catp`: a CATP load; `tcp`: HTTP with br (what our tcp transport asks for); `chromium`: gzip (what Chromium
- * asks for over http://).
+ * encodes a page's CATP frames, codes its in-order stream, and compresses its HTTP body per coding, once per file
+ * version at the best setting (seconds for a large page); without this, every measured load would start by waiting
+ * for that. `catp`: a CATP load; `inorder`: an in-order load (it offers br, as the browser's does); `tcp`: HTTP
+ * with br (what our tcp transport asks for); `chromium`: gzip (what Chromium asks for over http://).
  */
 export async function warmOrigin(link: Link, origin: Origin, urlPath: string, transport: string, timeoutMs = 120_000): Promise<void> {
   if (origin.kind !== 'catp') return;
   const { cmd, args } = catpCommand();
   const at = `${link.serverAddress}:${origin.port}${urlPath}`;
   const get = transport === 'catp' ? ['--catp', `dhttp://${at}`]
+    : transport === 'inorder' ? ['--inorder', `dhttp://${at}`]
     : transport === 'tcp' ? ['-H', 'Accept-Encoding: br', `http://${at}`]
       : transport === 'chromium' ? ['-H', 'Accept-Encoding: gzip, deflate', `http://${at}`]
         : null;
