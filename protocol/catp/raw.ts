@@ -11,6 +11,7 @@
  * Raw frame 0's payload starts with: sha-256 of the page bytes (32) | page length (u32); both are of the page as
  * decoded. The page id in every header is the first 8 bytes of that digest.
  */
+import { concatBytes as concat } from '../dhttp/bytes';
 import { AssemblerBase, AssemblerOptions, RawAssemblerEvent } from './assembler';
 import { CATP_ERR, LocalProtocolError, REJECT, Reject } from './errors';
 import { Sha256 } from './encoder';
@@ -179,16 +180,4 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     if (ok) this.emit({ type: 'page-complete', digest });
     else this.emit({ type: 'page-corrupt', code: CATP_ERR.PAGE_DIGEST, message: 'the page does not match its digest' });
   }
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }
