@@ -77,8 +77,7 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
   private length = -1;
   /** The stream is compressed (FRAME_FLAG_BROTLI), fixed by the first frame taken; null before it. */
   private compressed: boolean | null = null;
-  /** The contiguous stream received so far (compressed streams only), and its length when last decoded. */
-  private streamParts: Uint8Array[] = [];
+  /** Bytes of the contiguous stream received so far (frames 0 .. next-1, frame 0's meta left out), and when last decoded. */
   private streamBytes = 0;
   private decodedAt = 0;
   /** What the whole stream decoded to (compressed streams, once complete): the page the digest is checked on. */
@@ -119,13 +118,9 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     }
     this.chunks[h.seq] = payload;
     if (h.seq !== this.next) return;
-    const parts: Uint8Array[] = [];
-    while (this.next < this.total && this.chunks[this.next] !== null) {
-      const c = this.chunks[this.next] as Uint8Array;
-      parts.push(this.next === 0 ? c.subarray(RAW_META_BYTES) : c);
-      this.next++;
-    }
-    const bytes = this.compressed ? this.decodeMore(parts) : concat(parts);
+    const from = this.next;
+    while (this.next < this.total && this.chunks[this.next] !== null) this.next++;
+    const bytes = this.compressed ? this.decodeMore(from) : this.stream(from, this.next);
     if (bytes === null) return;
     if (this.prefix + bytes.length > this.length) this.corrupt(REJECT.INCONSISTENT_HEADER, 'more bytes than the page length');
     const offset = this.prefix;
@@ -140,18 +135,14 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
    * from its start each time (protocol/ has no streaming decoder to keep between frames): every frame up to 64 KiB
    * of stream, then each time it has grown by an eighth, so a large page costs a bounded multiple of one decode.
    */
-  private decodeMore(parts: Uint8Array[]): Uint8Array | null {
-    for (const p of parts) {
-      this.streamParts.push(p);
-      this.streamBytes += p.length;
-    }
+  private decodeMore(from: number): Uint8Array | null {
+    for (let i = from; i < this.next; i++) this.streamBytes += (this.chunks[i] as Uint8Array).length - (i === 0 ? RAW_META_BYTES : 0);
     const end = this.next === this.total;
     if (!end && this.streamBytes > REDECODE_EVERY_FRAME_BYTES && this.streamBytes - this.decodedAt < this.streamBytes / 8) return null;
     this.decodedAt = this.streamBytes;
-    if (this.streamParts.length > 1) this.streamParts = [concat(this.streamParts)];
     let out: Uint8Array;
     try {
-      out = (this.codec as Required<FrameCodec>).decodeStreamPrefix(this.streamParts[0] ?? new Uint8Array(0), this.length, end);
+      out = (this.codec as Required<FrameCodec>).decodeStreamPrefix(this.stream(0, this.next), this.length, end);
     } catch (e) {
       return this.corrupt(REJECT.BAD_CODEC, e instanceof Error ? e.message : 'the stream does not decode');
     }
@@ -162,6 +153,13 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
     return out.slice(this.prefix);
   }
 
+  /** Frames `from` .. `to`-1 of the stream joined (frame 0 without its meta); all of them have arrived. */
+  private stream(from: number, to: number): Uint8Array {
+    const parts: Uint8Array[] = [];
+    for (let i = from; i < to; i++) parts.push(i === 0 ? (this.chunks[0] as Uint8Array).subarray(RAW_META_BYTES) : (this.chunks[i] as Uint8Array));
+    return concat(parts);
+  }
+
   private corrupt(code: string, message: string): never {
     this.ended = true;
     this.emit({ type: 'page-corrupt', code, message });
@@ -170,9 +168,8 @@ export class RawAssembler extends AssemblerBase<RawAssemblerEvent> {
 
   private finish(): void {
     this.ended = true;
-    const all = this.compressed
-      ? (this.decoded as Uint8Array) // decodeMore decoded the whole stream with `end` before this
-      : concat(this.chunks.map((c, i) => (i === 0 ? (c as Uint8Array).subarray(RAW_META_BYTES) : (c as Uint8Array))));
+    // (a coded stream was decoded whole, with `end`, by decodeMore just before this)
+    const all = this.compressed ? (this.decoded as Uint8Array) : this.stream(0, this.total);
     const meta = this.chunks[0] as Uint8Array;
     const digest = this.sha256(all).slice(0, 32);
     let ok = this.prefix === this.length;
