@@ -7,6 +7,7 @@
       'target_name': 'catp_native',
       'sources': [
         'native/src/addon.cc',
+        'native/src/brotli.cc',
         'native/src/endpoint.cc',
         'native/src/errors.cc',
         'native/src/sockaddr.cc',
@@ -22,6 +23,14 @@
       'cflags_cc!': ['-fno-exceptions', '-std=gnu++17'],
       'cflags': ['-Wall', '-Wextra'],
       'cflags_cc': ['-std=c++17', '-fexceptions', '-Wall', '-Wextra'],
+      # libbrotli (Debian: libbrotli-dev) decodes CATP frames without Node's per-call stream object; without its
+      # headers the addon builds without it and the host keeps Node's decoder (native/src/brotli.cc).
+      'conditions': [
+        ['<!(node native/has-brotli.js)==1', {
+          'defines': ['CATP_HAVE_BROTLI'],
+          'libraries': ['-lbrotlidec'],
+        }],
+      ],
     },
     {
       # catp-linkemu: the lab's link emulator, a plain program (not part of the addon): two network

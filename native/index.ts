@@ -76,6 +76,8 @@ interface Binding {
   realtimeNs(): bigint;
   monotonicNs(): bigint;
   setErrorFactory(make: (code: string, message: string, errno?: number, syscall?: string) => Error): void;
+  /** libbrotli's decoder (native/src/brotli.cc), when the addon was built with it. */
+  brotli?: { available: boolean; decode?: (bytes: Uint8Array, maxBytes: number) => Uint8Array };
 }
 
 /** The directory holding package.json, walking up from this file (works from source and from dist/). */
@@ -120,6 +122,21 @@ function load(): Binding {
 /** CLOCK_REALTIME in nanoseconds: the clock kernel receive timestamps (rxNs) use. */
 export function realtimeNs(): bigint {
   return load().realtimeNs();
+}
+
+/**
+ * libbrotli's one-call decoder for a CATP frame's payload (at most `maxBytes` out; a corrupt, cut or oversized stream,
+ * or bytes after its end, throw NativeError 'NATIVE_ERR_BROTLI'), or null when the addon was built without libbrotli's
+ * headers (Debian: libbrotli-dev) or is not built: then Node's decoder is the one to use.
+ */
+export function nativeBrotliDecode(): ((bytes: Uint8Array, maxBytes: number) => Uint8Array) | null {
+  let b: Binding;
+  try {
+    b = load();
+  } catch {
+    return null;
+  }
+  return b.brotli?.available === true && typeof b.brotli.decode === 'function' ? b.brotli.decode : null;
 }
 
 /** CLOCK_MONOTONIC in nanoseconds. */

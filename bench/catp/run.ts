@@ -5,13 +5,16 @@
  * their JSON for the renderer). Prints a table and writes bench/results/catp.json.
  * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
  * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
+ * Frames are decoded as the host decodes them (app/catp-codec.ts: libbrotli through the addon when it has it); beside
+ * it, in the same run, assembling and decompressing with Node's decoder (`...NodeZlib...`), the host's fallback.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
 import { sha256 } from '../../platform/sha256';
-import { brotliCodec, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, StreamLoad, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
+import { brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, StreamLoad, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
+import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
 
@@ -61,11 +64,15 @@ function main(): void {
   }
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.html')).sort();
   const reps = Number(process.env.CATP_BENCH_REPS ?? 3);
-  const codec = brotliCodec(zlib, { finalQuality: Number(process.env.CATP_BENCH_QUALITY ?? 11) });
+  const quality = Number(process.env.CATP_BENCH_QUALITY ?? 11);
+  const codec = hostCodec({ finalQuality: quality });
+  const zlibCodec = brotliCodec(zlib, { finalQuality: quality });
   const rows: Array<Record<string, number | string | boolean>> = [];
   let totBytes = 0;
   let encMs = 0;
   let asmMs = 0;
+  let asmZlibMs = 0;
+  let decompressZlibMs = 0;
   let asmTreeMs = 0;
   let decompressMs = 0;
   let hostMs = 0;
@@ -78,28 +85,47 @@ function main(): void {
   let totHeaders = 0;
   const where: Record<string, number> = {};
   const framesPer: number[] = [];
-  console.log(`encoding ${files.length} pages (brotli final quality ${process.env.CATP_BENCH_QUALITY ?? 11}) ...`);
+  console.log(`encoding ${files.length} pages (brotli final quality ${quality}; frames decoded by ${codec.decoder}, and by node-zlib beside it) ...`);
   for (const f of files) {
     const bytes = new Uint8Array(fs.readFileSync(path.join(dir, f)));
     // encode = parse5 parse + index pieces + blocks + per-frame compression + digests (what the server does per page, once)
-    let t = performance.now();
+    const t1 = performance.now();
     const page = encodePage(bytes, { sha256, codec });
-    const enc = performance.now() - t;
-    // assemble = receive every frame (reverse order) + decompress + verify digests + events, without building a tree
-    t = performance.now();
-    for (let i = 0; i < reps; i++) {
-      const a = new CatpAssembler({ sha256, codec });
+    const enc = performance.now() - t1;
+    // assemble = receive every frame (reverse order) + decompress + verify digests + events, without building a tree;
+    // beside it the same with Node's decoder (the host's fallback without libbrotli). One unmeasured pass of each
+    // first, then the two alternate which goes first: whichever ran first after the page's encode read ~25% slower.
+    const assembleOnce = (c: FrameCodec): number => {
+      const t0 = performance.now();
+      const a = new CatpAssembler({ sha256, codec: c });
       for (let k = page.frames.length - 1; k >= 0; k--) {
         a.receive(page.frames[k], 0);
         while (a.nextEvent());
       }
+      return performance.now() - t0;
+    };
+    assembleOnce(codec);
+    assembleOnce(zlibCodec);
+    let asm = 0;
+    for (let i = 0; i < reps; i++) {
+      if (i % 2 === 0) {
+        asm += assembleOnce(codec);
+        asmZlibMs += assembleOnce(zlibCodec) / reps;
+      } else {
+        asmZlibMs += assembleOnce(zlibCodec) / reps;
+        asm += assembleOnce(codec);
+      }
     }
-    const asm = (performance.now() - t) / reps;
+    asm /= reps;
+    let t = performance.now();
     // ... of which the per-frame decompression alone (what per-frame brotli costs the receiver at the least)
     const packed = page.frames.map((fr) => fr.subarray(HEADER_BYTES + (decodeHeader(fr).kind === FRAME_KIND.INDEX ? CHECK_BYTES : 0)));
     t = performance.now();
     for (let i = 0; i < reps; i++) for (const p of packed) unpackPayload(p, codec);
     decompressMs += (performance.now() - t) / reps;
+    t = performance.now();
+    for (let i = 0; i < reps; i++) for (const p of packed) unpackPayload(p, zlibCodec);
+    decompressZlibMs += (performance.now() - t) / reps;
     // ... and applying the events to a parse5 tree through the tree builder
     t = performance.now();
     let ok = false;
@@ -165,10 +191,15 @@ function main(): void {
     pages: files.length,
     htmlMB: +mb.toFixed(2),
     encodeMBps: +(mb / (encMs / 1000)).toFixed(2),
+    /** Which decoder the host's frame codec uses here (libbrotli through the addon, or Node's zlib). */
+    frameDecoder: codec.decoder,
     assembleMBps: +(mb / (asmMs / 1000)).toFixed(1),
+    /** The same frames assembled with Node's decoder, in the same run. */
+    assembleNodeZlibMBps: +(mb / (asmZlibMs / 1000)).toFixed(1),
     assembleWithTreeMBps: +(mb / (asmTreeMs / 1000)).toFixed(1),
     /** The frames' decompression alone (each frame on its own, as the receiver must): a ceiling for assembling. */
     decompressOnlyMBps: +(mb / (decompressMs / 1000)).toFixed(1),
+    decompressOnlyNodeZlibMBps: +(mb / (decompressZlibMs / 1000)).toFixed(1),
     /** The browser host's path per frame (stream load, tree builder, DOM operations, their JSON), in order. */
     hostPathMBps: +(mb / (hostMs / 1000)).toFixed(1),
     /** The `dom` events' JSON (what the renderer is handed) as % of the page's bytes. */

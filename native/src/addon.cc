@@ -1,8 +1,9 @@
-// Module entry: Endpoint, the two clocks, and setErrorFactory (lets native/index.ts make native
+// Module entry: Endpoint, the two clocks, the brotli frame decoder, and setErrorFactory (lets native/index.ts make native
 // errors instances of its NativeError class).
 #include <napi.h>
 #include <time.h>
 
+#include "brotli.h"
 #include "endpoint.h"
 #include "errors.h"
 
@@ -36,6 +37,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("realtimeNs", Napi::Function::New<RealtimeNs>(env, "realtimeNs"));
   exports.Set("monotonicNs", Napi::Function::New<MonotonicNs>(env, "monotonicNs"));
   exports.Set("setErrorFactory", Napi::Function::New<SetErrorFactory>(env, "setErrorFactory"));
+  InitBrotli(env, exports);
   return exports;
 }
 

@@ -17,16 +17,20 @@ import {
 } from '../../protocol/catp';
 import { seededRng } from '../../protocol/random';
 import { sha256 } from '../../platform/sha256';
+import { hostCodec } from '../../app/catp-codec';
 
 export { sha256 };
 
 /**
  * The frame codec for tests where the wire bytes do not matter: brotli at quality 5 (the encoder's search
- * setting), several times faster to encode than the server's quality 11. Decoding is the same either way.
+ * setting), several times faster to encode than the server's quality 11, decoded as the host decodes (libbrotli
+ * through the addon when it has it, app/catp-codec.ts).
  */
-export const codec = brotliCodec(zlib, { finalQuality: 5 });
-/** The codec the server and host use (quality 11), for tests that check the real wire output. */
-export const serverCodec = brotliCodec(zlib);
+export const codec = hostCodec({ finalQuality: 5 });
+/** The codec the server uses (quality 11), for tests that check the real wire output. */
+export const serverCodec = hostCodec();
+/** Node's decoder throughout (the host's fallback without libbrotli). */
+export const zlibCodec = brotliCodec(zlib, { finalQuality: 5 });
 
 /** A CATP assembler with the test hash and codec. */
 export function newAssembler(opts: Partial<AssemblerOptions> = {}): CatpAssembler {
