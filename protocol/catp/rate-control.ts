@@ -20,7 +20,8 @@
  * bandwidth, after it the sender could not have known). Otherwise losses may be tail drops and only the delivery
  * rate counts. The bandwidth estimate is the maximum sample over the last `bwWindowRounds` round trips.
  *
- * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, DRAIN paces at
+ * States (BBR's): STARTUP paces at 2.885× the estimate until it stops growing by 25% for 3 rounds, or until three
+ * acks in a row meet a queue of ours (`startupQueue`: on a slow link BBR's three rounds are the queue), DRAIN paces at
  * 1/2.885 until the data in flight is down to one BDP, then PROBE_BW cycles pacing gains 1.25, 0.75, 1 ×6, one
  * min-RTT each; when the min RTT is 10 s old, PROBE_RTT holds `minWindowFrames` in flight for 200 ms once our
  * queue has drained, and takes the least RTT meanwhile. In flight ≤ 2 × estimate × (min RTT + the longest recent
