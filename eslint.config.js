@@ -42,6 +42,12 @@ module.exports = tseslint.config(
     },
   },
   {
+    // binding.gyp's build-time probe (native/has-brotli.js): a plain CommonJS script node-gyp runs with Node
+    files: ['native/*.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', process: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     files: ['native/**/*.ts'],
     rules: restrict(['**/app/**', '**/protocol/**', '**/platform/**', '**/server/**', '**/renderer/**', '**/lab/**', '**/cli/**'],
       'native/ wraps the addon only; protocol logic lives in protocol/.'),
