@@ -99,6 +99,8 @@ export interface RateSnapshot {
   queueCaps: number;
   stalls: number;
   probeRtts: number;
+  /** 1 when startup ended on its own queue (`startupQueue`), not after three flat rounds. */
+  startupQueueExits: number;
 }
 
 export class RateController {
@@ -672,6 +674,7 @@ export class RateController {
       queueCaps: this.queueCaps,
       stalls: this.stalls,
       probeRtts: this.probeRtts,
+      startupQueueExits: this.startupQueueExits,
     };
   }
 }

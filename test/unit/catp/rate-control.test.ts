@@ -435,6 +435,25 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     expect(res.completeAt!).toBeLessThan(3_600);
   });
 
+  test('startup ends on its own queue: on a 10 kB/s link the queue behind the initial window drains instead of standing for the rest of the load', () => {
+    // BBR's three flat rounds are three round trips through the queue startup keeps (2.885 × the BDP, at least four
+    // frames: ~500 ms at 10 kB/s), so a page of a few seconds was sent entirely in startup with that queue ahead of
+    // every repair (traced in the lab: medium-2 at 5%, a resend into ~470 ms of queue).
+    for (const hint of [9.6, null]) {
+      const sender = new RepairSender(page(60_000).frames, 0, { requestId: ID });
+      if (hint !== null) sender.onPathRateHint(0, hint);
+      const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate: 10, delayMs: 10, firstFlight: FIRST_FLIGHT });
+      expect(res.completeAt).not.toBeNull();
+      const c = sender.stats.control!;
+      expect(c.startupQueueExits).toBe(1);
+      expect(c.state).not.toBe('startup');
+      // (67 ms here once startup has ended, with and without the hint: a frame's serialization and a little more)
+      expect(maxQueueDelay(res, 2500)).toBeLessThan(200);
+      // the link stays full: the page's bytes at the link's rate, plus a first contact's round trips
+      expect(res.completeAt!).toBeLessThan(res.departures.reduce((n, d) => n + d.bytes, 0) / 10 + 300);
+    }
+  });
+
   test("after startup's queue drains, the link never idles while frames are left (drain ends at a full frame's BDP, not a small frame's)", () => {
     // The min RTT comes from the page's small first frame (47 ms at 10 kB/s: BDP 470 bytes), and drain waited for no
     // more than that in flight: less than one full frame, so the link sat idle until the last report came back
