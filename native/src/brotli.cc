@@ -68,16 +68,14 @@ Napi::Value Decode(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void InitBrotli(Napi::Env env, Napi::Object exports) {
-#ifdef CATP_HAVE_BROTLI
   Napi::Object b = Napi::Object::New(env);
+#ifdef CATP_HAVE_BROTLI
   b.Set("available", Napi::Boolean::New(env, true));
   b.Set("decode", Napi::Function::New<Decode>(env, "brotliDecode"));
-  exports.Set("brotli", b);
 #else
-  Napi::Object b = Napi::Object::New(env);
   b.Set("available", Napi::Boolean::New(env, false));
-  exports.Set("brotli", b);
 #endif
+  exports.Set("brotli", b);
 }
 
 }  // namespace catp

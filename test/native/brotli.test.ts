@@ -7,15 +7,15 @@ import * as zlib from 'node:zlib';
 
 import { hostCodec } from '../../app/catp-codec';
 import { NativeError, nativeBrotliDecode } from '../../native';
-import { CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, METHOD_COMPRESSED, brotliCodec } from '../../protocol/catp';
+import { CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, METHOD_COMPRESSED } from '../../protocol/catp';
 import { sha256 } from '../../platform/sha256';
 import { seededRng } from '../../protocol/random';
+import { zlibCodec } from '../helpers/catp-util';
 import { realPages } from '../helpers/catp-real-pages';
 import { describeIf } from '../helpers/requires';
 
 const decode = nativeBrotliDecode();
 const pages = realPages();
-const zlibCodec = brotliCodec(zlib, { finalQuality: 5 });
 
 function refused(f: () => unknown, message: RegExp): void {
   let err: unknown;
