@@ -21,8 +21,8 @@
  *
  * Compression (payload-codec.ts): with a codec, each frame is compressed alone. An index frame takes as many
  * nodes as compress into one datagram (searched with the codec's fast setting, then compressed at its best);
- * a data block takes about `blockTextBytes` of text (content-defined boundaries, see cutContent); one that does
- * not compress into one datagram leaves in several, each the longest prefix of what is left that does.
+ * a data block takes about `blockTextBytes` of text (content-defined boundaries, see cutContent), split further
+ * when it does not compress into one datagram.
  *
  * Digests: block digest = sha-256 of the block's decoded payload, truncated to 16 bytes, in the index (a data
  * frame is checked against it before it is painted). Page digest = sha-256 over the canonical encoding: the
@@ -371,32 +371,20 @@ function encodeOnce(
     const raw = cutStream(list.map((d) => d.bytes), textBudget, opts.blockCut ?? 'content');
     const fitted: Array<{ pieces: Array<[number, Uint8Array]>; payload: Uint8Array; packed: Uint8Array }> = [];
     // A block must compress into one frame: tried with the fast setting first (the best one is as small or
-    // smaller), then compressed once at the best. One that does not fit gives up its longest prefix that does
-    // (found with the fast setting) as a frame of its own, and the rest is fitted again: frames leave full, and
-    // where they are cut depends only on the block's own text, so block reuse keeps its boundaries.
-    const fitsFast = (pieces: Array<[number, Uint8Array]>): boolean => packPayload(blockPayload(pieces), codec, 'search').length <= dataBudget;
+    // smaller), then compressed once at the best; one that does not fit is split in two.
     const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
-      for (let rest = pieces; rest.length > 0; depth++) {
-        if (depth > 4096) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
-        const payload = blockPayload(rest);
-        if (packPayload(payload, codec, 'search').length <= dataBudget) {
-          const packed = packPayload(payload, codec, 'final');
-          if (packed.length <= dataBudget) {
-            fitted.push({ pieces: rest, payload, packed });
-            return;
-          }
+      const payload = blockPayload(pieces);
+      if (depth > 40) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
+      if (packPayload(payload, codec, 'search').length <= dataBudget) {
+        const packed = packPayload(payload, codec, 'final');
+        if (packed.length <= dataBudget) {
+          fitted.push({ pieces, payload, packed });
+          return;
         }
-        const [head, tail] = longestFit(rest, fitsFast);
-        if (head.length === 0 || tail.length === 0) {
-          // nothing (or all of it) fits at the fast setting: halve, as a frame of a few bytes always fits
-          const [a, b] = splitPieces(rest);
-          fit(a, depth + 1);
-          rest = b;
-          continue;
-        }
-        fit(head, depth + 1);
-        rest = tail;
       }
+      const [a, b] = splitPieces(pieces);
+      fit(a, depth + 1);
+      fit(b, depth + 1);
     };
     for (const pieces of raw) fit(pieces, 0);
     // Piece numbers and slot parts follow from the fitted blocks.
@@ -753,43 +741,6 @@ function blockPayload(pieces: ReadonlyArray<[number, Uint8Array]>): Uint8Array {
   const out = w.result();
   if (out.length !== size) throw new LocalProtocolError(CATP_ERR.INTERNAL, 'block size');
   return out;
-}
-
-/** A block's first `n` bytes of text as pieces, and the rest; a piece is cut at a safe boundary at or before `n`. */
-function prefixAt(pieces: Array<[number, Uint8Array]>, n: number): [Array<[number, Uint8Array]>, Array<[number, Uint8Array]>] {
-  let used = 0;
-  for (let i = 0; i < pieces.length; i++) {
-    const [slot, bytes] = pieces[i];
-    if (used + bytes.length <= n) {
-      used += bytes.length;
-      continue;
-    }
-    const k = forcedCut(bytes, 0, n - used);
-    if (k === 0) return [pieces.slice(0, i), pieces.slice(i)];
-    return [[...pieces.slice(0, i), [slot, bytes.subarray(0, k)]], [[slot, bytes.subarray(k)], ...pieces.slice(i + 1)]];
-  }
-  return [pieces.slice(), []];
-}
-
-/**
- * The longest prefix of a block (to within 32 bytes of text, searched by halving) for which `fits` holds, and the
- * rest. Compressed size grows with the prefix almost everywhere; where it does not, a shorter prefix is taken.
- */
-function longestFit(
-  pieces: Array<[number, Uint8Array]>,
-  fits: (pieces: Array<[number, Uint8Array]>) => boolean,
-): [Array<[number, Uint8Array]>, Array<[number, Uint8Array]>] {
-  let total = 0;
-  for (const [, p] of pieces) total += p.length;
-  let lo = 0; // a prefix this long fits (the empty one)
-  let hi = total; // this long does not
-  while (hi - lo > 32) {
-    const mid = lo + ((hi - lo) >> 1);
-    const [head] = prefixAt(pieces, mid);
-    if (head.length > 0 && fits(head)) lo = mid;
-    else hi = mid;
-  }
-  return prefixAt(pieces, lo);
 }
 
 /** Splits a block that does not fit in two: between pieces, or inside its one piece at a safe boundary. */

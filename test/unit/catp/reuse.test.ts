@@ -18,7 +18,6 @@ import {
   FRAME_KIND,
   HEADER_BYTES,
   hex,
-  MAX_FRAME_PAYLOAD,
   parse5TreeBuilder,
   REJECT,
   REPORT_FLAG_EXHAUSTIVE,
@@ -29,7 +28,6 @@ import {
 import { Reject } from '../../../protocol/catp/errors';
 import { codec, newAssembler, runPipe, seqOf, serverCodec, sha256 } from '../../helpers/catp-util';
 import { seededRng } from '../../../protocol/random';
-import { generatePage } from '../../../lab/silent-time/pages';
 
 const WORDS = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon'.split(' ');
 function paras(n: number, seed: number): string[] {
@@ -349,18 +347,6 @@ describe('content-defined blocks', () => {
     expect(fresh(pa, pb).blocks).toBeGreaterThan(f.blocks);
     console.log(`content-defined blocks, one paragraph of 40 changed: no codec ${JSON.stringify(fresh(encodePage(html(P), { sha256 }), encodePage(html(changed), { sha256 })))}, ` +
       `brotli 11 ${JSON.stringify(f)} of ${a.blocks} blocks; packed + brotli 11 ${JSON.stringify(fresh(pa, pb))}`);
-  });
-});
-
-describe('a block too large for one frame', () => {
-  test('leaves in full frames: its longest prefix that compresses into one frame, then the rest (the lab\'s 50 KB page: words of random letters, 8 KB of text ≈ 3 frames)', () => {
-    const page = encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec });
-    const data = page.frames.filter((f) => f[10] === FRAME_KIND.DATA);
-    expect(data.length).toBe(page.blocks);
-    const full = data.filter((f) => f.length - HEADER_BYTES >= 0.9 * MAX_FRAME_PAYLOAD);
-    // the blocks' last frames carry what is left of them; every other frame is full (halving left 4 of 31 full)
-    expect(full.length / data.length).toBeGreaterThan(0.6);
-    for (const f of data) expect(f.length - HEADER_BYTES).toBeLessThanOrEqual(MAX_FRAME_PAYLOAD);
   });
 });
 
