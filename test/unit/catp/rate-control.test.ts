@@ -382,7 +382,7 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     if (hint !== null) expect(sender.onPathRateHint(0, hint)).toBe(true);
     const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate, delayMs, loss, seed, firstFlight: FIRST_FLIGHT });
     expect(res.completeAt).not.toBeNull();
-    return res;
+    return Object.assign(res, { sender });
   };
 
   test("a 10 kB/s link, its uplink as slow: the initial window is paced at the link's rate instead of standing a second in its queue, and the load is no slower", () => {
@@ -442,11 +442,8 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     // frames: ~500 ms at 10 kB/s), so a page of a few seconds was sent entirely in startup with that queue ahead of
     // every repair (traced in the lab: medium-2 at 5%, a resend into ~470 ms of queue).
     for (const hint of [9.6, null]) {
-      const sender = new RepairSender(page(60_000).frames, 0, { requestId: ID });
-      if (hint !== null) sender.onPathRateHint(0, hint);
-      const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate: 10, delayMs: 10, firstFlight: FIRST_FLIGHT });
-      expect(res.completeAt).not.toBeNull();
-      const c = sender.stats.control!;
+      const res = load(10, 10, 60_000, hint);
+      const c = res.sender.stats.control!;
       expect(c.startupQueueExits).toBe(1);
       expect(c.state).not.toBe('startup');
       // (67 ms here once startup has ended, with and without the hint: a frame's serialization and a little more)
