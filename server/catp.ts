@@ -296,10 +296,13 @@ interface Session {
   arrival: Arrival;
 }
 
-/** When a stream request came (`at`), and when and how large its padding datagram came after it. */
+/**
+ * When a stream request came (`at`), and when and how large its padding came after it (`paired`: as the client
+ * sent them, so their spacing is the uplink's dispersion; not when a copy came before its request).
+ */
 interface Arrival {
   at: number;
-  padding: { at: number; bytes: number } | null;
+  padding: { at: number; bytes: number; paired: boolean } | null;
 }
 
 /**
@@ -766,19 +769,21 @@ export class CatpSessions {
   }
 
   /**
-   * A first contact's padding datagram came from `address` (its bytes are in the address's budget already): the
-   * unproven session it pads for sends what the budget now allows of its first flight, and its sender takes the
-   * time since the request as the pair's dispersion (`takeDispersion`; noted for a request whose page is still read).
+   * A first contact's padding came from `address` (a padding datagram, or the second of its request and copy; its
+   * bytes are in the address's budget already): the unproven session it pads for sends what the budget now allows
+   * of its first flight, and, when `dispersion` (the pair came in the order it was sent), its sender takes the time
+   * since the request as the pair's dispersion (`takeDispersion`; noted for a request whose page is still read).
    */
-  onPadding(address: string, idHex: string, bytes: number): void {
+  onPadding(address: string, idHex: string, bytes: number, dispersion: boolean): void {
     const key = CatpSessions.key(address, idHex);
     const now = this.now();
+    const padding = { at: now, bytes, paired: dispersion };
     const waiting = this.pending.get(key);
-    if (waiting !== undefined && waiting.padding === null) waiting.padding = { at: now, bytes };
+    if (waiting !== undefined && waiting.padding === null) waiting.padding = padding;
     const s = this.sessions.get(key);
     if (s === undefined || s.unprovenUntil === null) return;
     if (s.arrival.padding === null) {
-      s.arrival.padding = { at: now, bytes };
+      s.arrival.padding = padding;
       this.takeDispersion(s);
     }
     this.service(s, now);
@@ -792,7 +797,7 @@ export class CatpSessions {
    */
   private takeDispersion(s: Session): void {
     const p = s.arrival.padding;
-    if (p === null) return;
+    if (p === null || !p.paired) return;
     const gap = p.at - s.arrival.at;
     if (gap >= MIN_DISPERSION_MS && s.sender.onPathRateHint(this.now(), p.bytes / gap)) this.c.catpDispersionHints++;
   }

@@ -11,6 +11,7 @@ import * as net from 'net';
 import { randomBytes } from 'crypto';
 import { AddressTokens, AmplificationBudget, TOKEN_ANSWER_BYTES, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodePadding, decodeRequest, encodeResponse, idToHex, isPaddingDatagram } from '../protocol/dhttp/wire';
+import { FirstContactPairs } from '../protocol/dhttp/first-contact-pairs';
 import { getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
 import { CodedBodyCache } from './content-coding';
 import { isCatpReport } from '../protocol/catp';
@@ -58,6 +59,10 @@ export interface ServerCounters extends CatpCounters, DtdCounters, OutboundCount
   udpMalformed: Record<string, number>;
   /** Padding datagrams of first contacts (wire.ts FLAG_PADDING), well-formed: counted toward their address's budget. */
   udpPadding: number;
+  /** First contacts' second halves taken as padding: a copy whose request came (wire.ts FLAG_COPY), or a request behind its copy. */
+  udpCopiesPaired: number;
+  /** Copies that came before their request (or without it: it was lost) and were answered as the request. */
+  udpCopiesAsRequests: number;
   /** Well-formed requests answered "resend over TCP" because maxUdpInFlight were being answered (overload). */
   udpOverload: number;
   /** UDP requests for a file too large to read whole, answered "resend over TCP" (the client's connection streams it). */
@@ -156,6 +161,7 @@ class Server implements DhttpServer {
   /** Address validation: tokens that prove a source address, and what each unproven address may still get. */
   private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256 });
   private readonly budget = new AmplificationBudget();
+  private readonly pairs = new FirstContactPairs();
   private readonly bodies: BodyBudget;
   private closed = false;
   private closing: Promise<void> | null = null;
@@ -197,6 +203,8 @@ class Server implements DhttpServer {
       udpRequests: 0,
       udpMalformed: {},
       udpPadding: 0,
+      udpCopiesPaired: 0,
+      udpCopiesAsRequests: 0,
       udpOverload: 0,
       fileAnswersToTcp: 0,
       resentRequests: 0,
@@ -277,7 +285,7 @@ class Server implements DhttpServer {
         return;
       }
       this.c.udpPadding++;
-      this.catp.onPadding(rinfo.address, idToHex(pad.id), msg.length);
+      this.catp.onPadding(rinfo.address, idToHex(pad.id), msg.length, true);
       return;
     }
     let dreq;
@@ -310,6 +318,18 @@ class Server implements DhttpServer {
       // DTD PROCEED / DON'T-BOTHER on the ID of a request answered before: not a request, not in the loss ratio.
       this.onDecision(req, dreq.id, dreq.resend, rinfo, proven);
       return;
+    }
+    if (!proven && !dreq.resend) {
+      // A first contact's request and its copy (wire.ts FLAG_COPY): the first to come is the request, the other its
+      // padding (the pair's dispersion only when the copy came second, as it was sent).
+      const copy = dreq.copy === true;
+      const pair = this.pairs.arrive(CatpSessions.key(rinfo.address, idToHex(dreq.id)), copy);
+      if (pair === 'partner') {
+        this.c.udpCopiesPaired++;
+        this.catp.onPadding(rinfo.address, idToHex(dreq.id), msg.length, copy);
+        return;
+      }
+      if (copy) this.c.udpCopiesAsRequests++;
     }
     if (this.udpInFlight >= this.limits.maxUdpInFlight) {
       // Overloaded: "resend over TCP" (DHTTP paper VI-B3), on the client's own connection, which TCP's own

@@ -96,10 +96,10 @@ export function isIpLiteral(host: string): boolean {
 }
 
 /**
- * The request as a datagram carries it: with the origin's address token, or, without one, padded to
- * MIN_UNPROVEN_REQUEST_BYTES so that the server may answer a small response (3× what it received).
+ * The request as a datagram carries it: with the origin's address token, or, without one, padded so that its
+ * datagram is `padTo` bytes (MIN_UNPROVEN_REQUEST_BYTES: the server may answer a small response, 3× what it received).
  */
-export function requestDatagramHttp(req: Req): Uint8Array {
+export function requestDatagramHttp(req: Req, padTo = MIN_UNPROVEN_REQUEST_BYTES): Uint8Array {
   const { path, headers, body } = req.parts;
   const token = req.origin.token;
   if (token !== null) {
@@ -108,7 +108,7 @@ export function requestDatagramHttp(req: Req): Uint8Array {
     return req.http;
   }
   const padHeader = PAD_HEADER.length + 4; // "Catp-Pad: " + value + CRLF
-  const pad = MIN_UNPROVEN_REQUEST_BYTES - (11 + req.http.length + padHeader);
+  const pad = padTo - (11 + req.http.length + padHeader);
   if (pad <= 0) return req.http;
   return serializeRequest({ method: req.method, target: path, headers: [...headers, [PAD_HEADER, 'x'.repeat(pad)]], body });
 }

@@ -4,6 +4,7 @@
  *   Request  = ID(8) | otherPort(2, big-endian) | flags(1; bit 0 = resend, others 0) | HTTP/1.1 request
  *   Response = ID(8) | HTTP/1.1 response
  *   Padding  = ID(8) | otherPort(2) | flags(1) = 2 | zeros (≥ 1)      (UDP only; see FLAG_PADDING)
+ *   Copy     = ID(8) | otherPort(2) | flags(1) = 4 | HTTP/1.1 request (UDP only; see FLAG_COPY)
  *
  * Every request ID has the top bit of byte 0 set (63 random bits), so the first byte of a TCP
  * connection tells a DHTTP request stream (>= 0x80) from plain HTTP/1.1 (an ASCII token char).
@@ -25,6 +26,14 @@ export const FLAG_RESEND = 1;
  * refuses the bit (decodeRequestPrefix), and so does a server that predates it (its bytes count all the same).
  */
 export const FLAG_PADDING = 2;
+/**
+ * Flags = 4 (alone): a padded copy of a first-contact stream request, sent right behind it with the same ID. Where
+ * the request came, the server takes the copy as its padding (its bytes in the address's budget, the pair's
+ * dispersion); where the request was lost, the copy is the request, and the load does not wait for a resend. A
+ * first contact's resend is followed by a padding datagram instead (a copy never has the resend bit). UDP only,
+ * like FLAG_PADDING: a DHTTP request stream over TCP refuses it, and so does a server that predates it.
+ */
+export const FLAG_COPY = 4;
 /** Ports below this are refused in the otherPort field (DHTTP paper IV-C: no low client ports). */
 export const MIN_CLIENT_PORT = 1024;
 
@@ -34,6 +43,8 @@ export interface DhttpRequestMessage {
   /** The client's port on the *other* channel (TCP port when sent over UDP, UDP port when over TCP). */
   otherPort: number;
   resend: boolean;
+  /** A first contact's padded copy of the request (FLAG_COPY; UDP only, never with `resend`). */
+  copy?: boolean;
   /** The HTTP/1.1 request bytes. */
   http: Uint8Array;
 }
@@ -99,7 +110,8 @@ function withPrefix(id: Uint8Array, otherPort: number, flags: number, length: nu
 /** Request datagram / TCP message bytes. Throws LocalProtocolError on a bad id or port. */
 export function encodeRequest(msg: DhttpRequestMessage): Uint8Array {
   const { id, otherPort, resend, http } = msg;
-  const out = withPrefix(id, otherPort, resend ? FLAG_RESEND : 0, REQUEST_PREFIX_BYTES + http.length);
+  if (msg.copy === true && resend) throw new LocalProtocolError('DHTTP_ERR_BAD_FLAGS', 'a request copy is never a resend');
+  const out = withPrefix(id, otherPort, msg.copy === true ? FLAG_COPY : resend ? FLAG_RESEND : 0, REQUEST_PREFIX_BYTES + http.length);
   out.set(http, REQUEST_PREFIX_BYTES);
   return out;
 }
@@ -114,20 +126,22 @@ function decodeIdPort(prefix: Uint8Array): { id: Uint8Array; otherPort: number }
 }
 
 /**
- * Check the 11-byte prefix of a request (shared by the datagram decoder and the TCP request stream).
- * Throws RemoteProtocolError DHTTP_ERR_BAD_ID / DHTTP_ERR_BAD_PORT / DHTTP_ERR_BAD_FLAGS.
+ * Check the 11-byte prefix of a request (shared by the datagram decoder and the TCP request stream, which leaves
+ * `allowCopy` off: FLAG_COPY is UDP only). Throws RemoteProtocolError DHTTP_ERR_BAD_ID / DHTTP_ERR_BAD_PORT /
+ * DHTTP_ERR_BAD_FLAGS.
  */
-export function decodeRequestPrefix(prefix: Uint8Array): { id: Uint8Array; otherPort: number; resend: boolean } {
+export function decodeRequestPrefix(prefix: Uint8Array, allowCopy = false): { id: Uint8Array; otherPort: number; resend: boolean; copy: boolean } {
   if (prefix.length < REQUEST_PREFIX_BYTES) throw new RemoteProtocolError('DHTTP_ERR_SHORT', 'request prefix is 11 bytes');
   const { id, otherPort } = decodeIdPort(prefix);
   const flags = prefix[10];
-  if ((flags & ~FLAG_RESEND) !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `unknown flag bits 0x${flags.toString(16)}`);
-  return { id, otherPort, resend: (flags & FLAG_RESEND) !== 0 };
+  const copy = allowCopy && flags === FLAG_COPY;
+  if (!copy && (flags & ~FLAG_RESEND) !== 0) throw new RemoteProtocolError('DHTTP_ERR_BAD_FLAGS', `unknown flag bits 0x${flags.toString(16)}`);
+  return { id, otherPort, resend: (flags & FLAG_RESEND) !== 0, copy };
 }
 
 /**
- * Decode a request datagram. `http` is a view into `buf` (not parsed here: see parseRequestDatagram).
- * Throws RemoteProtocolError: DHTTP_ERR_SHORT (no HTTP bytes after the 11-byte prefix),
+ * Decode a request datagram, or a first contact's copy of one (`copy`). `http` is a view into `buf` (not parsed
+ * here: see parseRequestDatagram). Throws RemoteProtocolError: DHTTP_ERR_SHORT (no HTTP bytes after the 11-byte prefix),
  * DHTTP_ERR_TOO_LARGE (> MAX_DATAGRAM_PAYLOAD), DHTTP_ERR_BAD_ID, DHTTP_ERR_BAD_PORT, DHTTP_ERR_BAD_FLAGS.
  */
 export function decodeRequest(buf: Uint8Array): DhttpRequestMessage {
@@ -137,8 +151,8 @@ export function decodeRequest(buf: Uint8Array): DhttpRequestMessage {
   if (buf.length > MAX_DATAGRAM_PAYLOAD) {
     throw new RemoteProtocolError('DHTTP_ERR_TOO_LARGE', `request datagram of ${buf.length} bytes exceeds ${MAX_DATAGRAM_PAYLOAD}`);
   }
-  const p = decodeRequestPrefix(buf);
-  return { id: p.id, otherPort: p.otherPort, resend: p.resend, http: buf.subarray(REQUEST_PREFIX_BYTES) };
+  const p = decodeRequestPrefix(buf, true);
+  return { id: p.id, otherPort: p.otherPort, resend: p.resend, copy: p.copy, http: buf.subarray(REQUEST_PREFIX_BYTES) };
 }
 
 /** A padding datagram of `bytes` bytes in all (≥ 12) for request `id`. Throws LocalProtocolError on a bad id, port or size. */
@@ -152,6 +166,11 @@ export function encodePadding(id: Uint8Array, otherPort: number, bytes: number):
 /** True when a datagram claims to be padding (its flags byte is FLAG_PADDING); decodePadding checks the rest. */
 export function isPaddingDatagram(buf: Uint8Array): boolean {
   return buf.length > REQUEST_PREFIX_BYTES && buf[10] === FLAG_PADDING;
+}
+
+/** True when a datagram claims to be a first contact's copy of its request (flags = FLAG_COPY); decodeRequest checks the rest. */
+export function isRequestCopy(buf: Uint8Array): boolean {
+  return buf.length > REQUEST_PREFIX_BYTES && buf[10] === FLAG_COPY;
 }
 
 /**

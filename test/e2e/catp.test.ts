@@ -47,10 +47,10 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-async function loadCatp(path: string) {
+async function loadCatp(path: string, port = relay.port) {
   const tree = parse5TreeBuilder();
   const records: FrameRecord[] = [];
-  const result = await host.load(`dhttp://127.0.0.1:${relay.port}/${path}`, {
+  const result = await host.load(`dhttp://127.0.0.1:${port}/${path}`, {
     mode: 'catp',
     onFrame: (record: FrameRecord, events: StreamEvent[]) => {
       records.push(record);
@@ -94,6 +94,25 @@ test('every page completes under 20% datagram loss and equals parse5\'s tree of 
   while (server.counters().catpCompleted < pages().length && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
   expect(server.counters().catpCompleted).toBe(pages().length);
 }, 120_000);
+
+test("a first contact whose request is lost on the way: its copy is the request, and the page comes without a resend", async () => {
+  let up = 0;
+  const lost = await startUdpRelay(server.port, { toServer: () => (up++ === 0 ? 'drop' : 'pass') });
+  try {
+    const before = server.counters();
+    const { tree, result } = await loadCatp('article.html', lost.port);
+    expect(result.kind).toBe('stream');
+    expect(serialize(tree.root!)).toBe(serialize(parse(readFileSync(join(root, 'article.html'), 'utf8'), { scriptingEnabled: false })));
+    expect(lost.counts.dropped).toBe(1);
+    expect(host.counters().lanes.map((l) => l.client.resends)).toEqual([0]);
+    const after = server.counters();
+    expect(after.udpCopiesAsRequests - before.udpCopiesAsRequests).toBe(1);
+    // started unproven, from the copy, the token answer first (no proof asserted: 127.0.0.1's budget may hold earlier tests' bytes, and the page come before it)
+    expect([after.catpUnprovenStarts - before.catpUnprovenStarts, after.tokenRetries - before.tokenRetries]).toEqual([1, 1]);
+  } finally {
+    await lost.close();
+  }
+}, 30_000);
 
 test('in-order mode rebuilds the exact bytes under the same loss', async () => {
   const chunks: Uint8Array[] = [];

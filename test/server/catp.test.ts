@@ -93,6 +93,9 @@ afterAll(async () => {
 
 // ------------------------------------------------------------------ a CATP client made of dgram + assemblers
 
+/** How a test client makes a first contact (CatpClient.request). */
+type FirstContactPad = true | 'first' | 'split' | 'padding' | 'copy-only';
+
 interface FetchOptions {
   mode?: string;
   rate?: number;
@@ -110,7 +113,7 @@ interface FetchOptions {
    */
   firstContact?: 'answer' | 'ignore-first' | 'never';
   /** First contact: how the request is padded (CatpClient.request; default 'split', as a DHTTP client does). */
-  firstContactPad?: true | 'split';
+  firstContactPad?: FirstContactPad;
   proofDelayMs?: number;
   /** First contact: lose every frame that arrives before the proof goes (no report can echo one before it). */
   loseFirstFlight?: boolean;
@@ -205,23 +208,30 @@ class CatpClient {
 
   /**
    * `pad` (no token only): true, the request padded to 1200 bytes (one datagram, as clients did before the split);
-   * 'first', padded to MIN_UNPROVEN_REQUEST_BYTES alone; 'split', that and a padding datagram right behind it up to
-   * STREAM_FIRST_CONTACT_BYTES, as a DHTTP client makes a stream's first contact.
+   * 'first', padded to MIN_UNPROVEN_REQUEST_BYTES alone; 'split', that and a padded copy of it right behind it up
+   * to STREAM_FIRST_CONTACT_BYTES, as a DHTTP client makes a stream's first contact; 'padding', the request and a
+   * padding datagram instead (a resend's first contact); 'copy-only', the copy alone (the request was lost).
    */
-  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: boolean | 'first' | 'split' } = {}): Promise<Uint8Array> {
+  request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: FirstContactPad | false } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
-    const build = (extra: [string, string][]) => {
+    const build = (extra: [string, string][], copy = false) => {
       const http = serializeRequest({ method: opts.method ?? 'GET', target, headers: [['Host', 'test'], ...headers, ...extra], body: new Uint8Array(0) });
-      return encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, http });
+      return encodeRequest({ id, otherPort: this.port, resend: opts.resend ?? false, copy, http });
     };
-    let d = build(this.token ? [['Catp-Token', this.token]] : []);
-    const padTo = opts.pad === true ? 1200 : opts.pad ? MIN_UNPROVEN_REQUEST_BYTES : 0;
-    if (!this.token && padTo > 0) d = build([['Catp-Pad', 'x'.repeat(padTo - d.length - 'Catp-Pad: \r\n'.length)]]);
-    const padding = !this.token && opts.pad === 'split' ? encodePadding(id, this.port, STREAM_FIRST_CONTACT_BYTES - d.length) : null;
-    this.lastRequestBytes = d.length + (padding?.length ?? 0);
-    return this.send(d)
-      .then(() => (padding ? this.send(padding) : undefined))
-      .then(() => id);
+    const padded = (to: number, copy = false) => build([['Catp-Pad', 'x'.repeat(to - build([], copy).length - 'Catp-Pad: \r\n'.length)]], copy);
+    const pad = this.token ? false : (opts.pad ?? false);
+    const sends: Uint8Array[] = [];
+    if (pad === false) sends.push(build(this.token ? [['Catp-Token', this.token]] : []));
+    else if (pad === true) sends.push(padded(1200));
+    else {
+      const first = padded(MIN_UNPROVEN_REQUEST_BYTES);
+      const rest = STREAM_FIRST_CONTACT_BYTES - first.length;
+      if (pad !== 'copy-only') sends.push(first);
+      if (pad === 'split' || pad === 'copy-only') sends.push(padded(rest, true));
+      if (pad === 'padding') sends.push(encodePadding(id, this.port, rest));
+    }
+    this.lastRequestBytes = sends.reduce((n, d) => n + d.length, 0);
+    return sends.reduce((p: Promise<void>, d) => p.then(() => this.send(d)), Promise.resolve()).then(() => id);
   }
 
   lastRequestBytes = 0;
@@ -707,7 +717,10 @@ describe("first contact: an unproven address gets its session's first flight, th
     ['catp', 'split'],
     ['inorder', 'split'],
     ['catp', true],
-  ] as const)('%s (request padded: %s): the token answer and ≤ 3× the padded request before the proof; after it, the whole page, exactly', async (mode, pad) => {
+    ['catp', 'padding'],
+    ['catp', 'copy-only'],
+    ['inorder', 'copy-only'],
+  ] as const)('%s (first contact: %s): the token answer and ≤ 3× the padded request before the proof; after it, the whole page, exactly', async (mode, pad) => {
     const server = await startServer({ root, rng: seededRng(11) });
     const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
     try {
@@ -717,15 +730,17 @@ describe("first contact: an unproven address gets its session's first flight, th
       if (mode === 'catp') expect(r.html).toBe(expectedTree(page.bytes));
       else expect(r.bytes!.equals(page.bytes)).toBe(true);
       const b = r.beforeProof!;
-      expect(b.requestBytes).toBeGreaterThanOrEqual(1200);
+      // the request lost: its copy alone (660 B) is the request, and the first frame comes without a resend
+      expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES : 1200);
       expect(b.tokenAnswers).toBeGreaterThanOrEqual(1); // (again on its reports while the proof is held back)
-      expect(b.frames).toBeGreaterThanOrEqual(2); // the top of the page, not nothing
+      expect(b.frames).toBeGreaterThanOrEqual(pad === 'copy-only' ? 1 : 2); // the top of the page, not nothing
       expect(b.bytes).toBeLessThanOrEqual(3 * b.sentBytes);
       expect(r.framesReceived).toBeGreaterThan(b.frames + 5);
       const c = server.counters();
       expect(c.catpUnprovenStarts).toBe(1);
       expect(c.catpProven).toBe(1);
       expect(c.catpUnprovenExpired).toBe(0);
+      expect([c.udpCopiesPaired, c.udpCopiesAsRequests, c.udpPadding]).toEqual(pad === 'split' ? [1, 0, 0] : pad === 'copy-only' ? [0, 1, 0] : pad === 'padding' ? [0, 0, 1] : [0, 0, 0]);
       // every token answer counted arrived, or was held back by the budget (the first flight may use it all)
       expect(c.tokenRetries).toBe(b.tokenAnswers + c.amplificationDropped);
     } finally {
@@ -771,7 +786,7 @@ describe("first contact: an unproven address gets its session's first flight, th
     }
   });
 
-  test("a first contact's padding datagram 40 ms behind its request (a slow uplink): after the proof the initial window is paced at that dispersion, not sent at once", async () => {
+  test.each(['copy', 'padding'] as const)("a first contact's %s 40 ms behind its request (a slow uplink): after the proof the initial window is paced at that dispersion, not sent at once", async (second) => {
     const server = await startServer({ root, rng: seededRng(16) });
     const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
     try {
@@ -780,7 +795,8 @@ describe("first contact: an unproven address gets its session's first flight, th
       const token = getHeader((await client.normalResponse(id)).headers, 'catp-token');
       expect(token).not.toBeNull();
       await sleep(40);
-      await client.send(encodePadding(id, client.port, STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES));
+      if (second === 'copy') await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { id, pad: 'copy-only' });
+      else await client.send(encodePadding(id, client.port, STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES));
       await waitFor(() => server.counters().catpDispersionHints === 1, 'the dispersion taken');
       await sleep(50); // the rest of the first flight (the budget's, unpaced) arrives
       const times: number[] = [];
@@ -791,6 +807,34 @@ describe("first contact: an unproven address gets its session's first flight, th
       // ≤ 660 B / 40 ms = 16.5 B/ms: frames of ~1.3 kB go ≥ ~80 ms apart (at once without the hint)
       expect(times[4] - times[0]).toBeGreaterThan(200);
       expect(server.counters().catpProven).toBe(1);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test('a copy that overtook its request starts the session and the request behind it is its padding (no dispersion: the pair came reversed); a copy behind a request answered without a stream is not answered again', async () => {
+    const server = await startServer({ root, rng: seededRng(17) });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    const answersTo = (id: Uint8Array) => client.responses.filter((d) => idToHex(d.subarray(0, 8)) === idToHex(id)).length;
+    try {
+      const page = pages[1];
+      const id = await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { pad: 'copy-only' });
+      await waitFor(() => client.framesSeen >= 1, 'the first frame, from the copy');
+      await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { id, pad: 'first' }); // the request, reordered behind it
+      await waitFor(() => client.framesSeen >= 2, 'more of the first flight, the request being padding');
+      await sleep(100);
+      let c = server.counters();
+      expect([c.udpCopiesAsRequests, c.udpCopiesPaired, c.tokenRetries, c.catpUnprovenStarts, c.catpDispersionHints]).toEqual([1, 1, 1, 1, 0]);
+      expect(answersTo(id)).toBe(1); // one token answer
+      expect(client.bytesSeen).toBeLessThanOrEqual(3 * client.bytesSent);
+      // a page that is not there: answered once (404), its copy taken as padding, not as a second request
+      const gone = await client.request('/no-such-page.html', [['Catp-Mode', 'catp']], { pad: 'split' });
+      expect((await client.normalResponse(gone)).status).toBe(404);
+      await sleep(100);
+      c = server.counters();
+      expect([c.udpCopiesAsRequests, c.udpCopiesPaired]).toEqual([1, 2]);
+      expect(answersTo(gone)).toBe(1);
     } finally {
       client.close();
       await server.close();

@@ -3,7 +3,7 @@
 import { serializeResponse } from '../../../protocol/dhttp/http1';
 import { DhttpClient } from '../../../protocol/dhttp/client';
 import type { ClientAction, ClientEvent } from '../../../protocol/dhttp/client-api';
-import { decodePadding, decodeRequest, encodePadding, encodeResponse, hexToId, isPaddingDatagram } from '../../../protocol/dhttp/wire';
+import { decodePadding, decodeRequest, encodePadding, encodeResponse, hexToId, idToHex, isPaddingDatagram, isRequestCopy } from '../../../protocol/dhttp/wire';
 import { MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES } from '../../../protocol/dhttp/address-validation';
 import { decodeReport } from '../../../protocol/catp';
 import { sha256 } from '../../helpers/catp-util';
@@ -34,7 +34,7 @@ function runTimers(c: DhttpClient, fromMs: number, forMs: number): { events: Cli
     const d = drain(c);
     events.push(...d.events);
     for (const a of d.actions) {
-      if (a.type !== 'send-datagram' || isPaddingDatagram(a.data)) continue;
+      if (a.type !== 'send-datagram' || isPaddingDatagram(a.data) || isRequestCopy(a.data)) continue;
       const http = new TextDecoder().decode(decodeRequest(a.data).http);
       if (/^[A-Z]+ /.test(http)) requests.push(http);
     }
@@ -110,22 +110,38 @@ describe("first contact: a stream's first flight comes unproven (address validat
   const tokenAnswer = (idHex: string, token: string): Uint8Array =>
     encodeResponse(hexToId(idHex), serializeResponse({ status: 421, reason: 'Misdirected Request', headers: [['DHTTP-Retry', 'token'], ['Catp-Token', token], ['Content-Length', '0']], body: new Uint8Array(0) }));
   const sentRequests = (actions: ClientAction[]) =>
-    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data)).map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
+    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data)).map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
       .filter((http) => /^[A-Z]+ /.test(http)); // requests, not the stream's reports
 
-  test('a stream without a token: the request padded to 540 bytes, then a padding datagram up to 1,200; with a token, or not a stream, the request alone', () => {
-    const sizes = (c: DhttpClient) => drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => [a.data.length, isPaddingDatagram(a.data)]);
+  test('a stream without a token: the request padded to 540 bytes, then a padded copy of it up to 1,200 (a resend: padding); with a token, or not a stream, the request alone', () => {
+    const kind = (d: Uint8Array) => (isPaddingDatagram(d) ? 'padding' : isRequestCopy(d) ? 'copy' : 'request');
+    const sent = (c: DhttpClient) => drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => a.data);
+    const sizes = (c: DhttpClient) => sent(c).map((d) => [d.length, kind(d)]);
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
-    expect(sizes(c)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, false], [STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES, true]]);
+    const [request, copy] = sent(c);
+    expect([request!.length, kind(request!)]).toEqual([MIN_UNPROVEN_REQUEST_BYTES, 'request']);
+    expect([copy!.length, kind(copy!)]).toEqual([STREAM_FIRST_CONTACT_BYTES - MIN_UNPROVEN_REQUEST_BYTES, 'copy']);
+    // the copy is the same request (same ID, not a resend), padded further: a server that lost the request answers it
+    const a = decodeRequest(request!);
+    const b = decodeRequest(copy!);
+    expect([b.copy, b.resend, idToHex(b.id)]).toEqual([true, false, id]);
+    const strip = (http: Uint8Array) => new TextDecoder().decode(http).replace(/Catp-Pad: x*\r\n/, '');
+    expect(strip(b.http)).toBe(strip(a.http));
     expect(MIN_UNPROVEN_REQUEST_BYTES).toBe(540); // 3× it: a 160-byte token answer and one full 1,460-byte datagram
     expect(decodePadding(encodePadding(hexToId(id), 40000, 660)).id).toEqual(hexToId(id));
+    // no answer: the resend, followed by padding alone (a copy never has the resend bit)
+    c.handleTimer(c.nextTimerAt()!);
+    const resent = sent(c);
+    expect(resent.map(kind)).toEqual(['request', 'padding']);
+    expect(decodeRequest(resent[0]!).resend).toBe(true);
+    expect(resent[0]!.length + resent[1]!.length).toBe(STREAM_FIRST_CONTACT_BYTES);
     c.request({ url: 'dhttp://127.0.0.1:8080/small.txt' }, 0);
-    expect(sizes(c)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, false]]); // any one-datagram answer fits 3× 540
+    expect(sizes(c)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, 'request']]); // any one-datagram answer fits 3× 540
     c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 5);
-    expect(sizes(c).map(([, pad]) => pad)).toEqual([false]); // the proof: with the token, no padding
+    expect(sizes(c).map(([, k]) => k)).toEqual(['request']); // the proof: with the token, no copy, no padding
     c.request({ url: 'dhttp://127.0.0.1:8080/other.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 6);
-    expect(sizes(c).map(([, pad]) => pad)).toEqual([false]);
+    expect(sizes(c).map(([, k]) => k)).toEqual(['request']);
   });
 
   test('the token answer first (the usual order): the request again with the token; frames then stop the resend timer', () => {

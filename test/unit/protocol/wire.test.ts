@@ -2,12 +2,15 @@ import fc from 'fast-check';
 
 import { LocalProtocolError, RemoteProtocolError, isProtocolError } from '../../../protocol/errors';
 import {
+  FLAG_COPY,
+  FLAG_PADDING,
   FLAG_RESEND,
   ID_BYTES,
   MAX_DATAGRAM_PAYLOAD,
   REQUEST_PREFIX_BYTES,
   decodePadding,
   decodeRequest,
+  decodeRequestPrefix,
   decodeResponseDatagram,
   encodePadding,
   encodeRequest,
@@ -16,6 +19,7 @@ import {
   idToHex,
   isDhttpStreamStart,
   isPaddingDatagram,
+  isRequestCopy,
   newRequestId,
 } from '../../../protocol/dhttp/wire';
 
@@ -42,7 +46,7 @@ test('request layout: ID | port (big-endian) | flags | HTTP', () => {
   expect(Array.from(bytes.subarray(0, 11))).toEqual([0x81, 2, 3, 4, 5, 6, 7, 8, 0x12, 0x34, 1]);
   expect(bytes.subarray(11)).toEqual(HTTP);
   const back = decodeRequest(bytes);
-  expect(back).toEqual({ id: ID, otherPort: 0x1234, resend: true, http: HTTP });
+  expect(back).toEqual({ id: ID, otherPort: 0x1234, resend: true, copy: false, http: HTTP });
   expect(decodeRequest(encodeRequest({ id: ID, otherPort: 50000, resend: false, http: HTTP })).resend).toBe(false);
 });
 
@@ -118,6 +122,21 @@ test('a padding datagram: zeros behind the prefix, flags 2; told from a request,
   expect(() => encodePadding(ID, 80, 100)).toThrow(LocalProtocolError);
 });
 
+test("a first contact's copy of its request: flags 4, decoded as the request it copies; never a resend, never over TCP", () => {
+  const c = encodeRequest({ id: ID, otherPort: 5000, resend: false, copy: true, http: HTTP });
+  expect(c[REQUEST_PREFIX_BYTES - 1]).toBe(FLAG_COPY);
+  expect(isRequestCopy(c)).toBe(true);
+  expect(isPaddingDatagram(c)).toBe(false);
+  expect(decodeRequest(c)).toEqual({ id: ID, otherPort: 5000, resend: false, copy: true, http: HTTP });
+  expect(isRequestCopy(encodeRequest({ id: ID, otherPort: 5000, resend: false, http: HTTP }))).toBe(false);
+  expect(isRequestCopy(encodePadding(ID, 5000, 660))).toBe(false);
+  expect(() => encodeRequest({ id: ID, otherPort: 5000, resend: true, copy: true, http: HTTP })).toThrow(LocalProtocolError);
+  expect(codeOf(() => decodeRequest(req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, FLAG_COPY | FLAG_RESEND)))).toBe('DHTTP_ERR_BAD_FLAGS');
+  expect(codeOf(() => decodeRequest(req([0x81, 2, 3, 4, 5, 6, 7, 8], 5000, FLAG_COPY | FLAG_PADDING)))).toBe('DHTTP_ERR_BAD_FLAGS');
+  expect(codeOf(() => decodeRequestPrefix(c))).toBe('DHTTP_ERR_BAD_FLAGS'); // the TCP request stream's prefix
+  expect(decodeRequestPrefix(c, true).copy).toBe(true);
+});
+
 test('encoders refuse our own mistakes with LocalProtocolError', () => {
   expect(() => encodeRequest({ id: new Uint8Array(8), otherPort: 5000, resend: false, http: HTTP })).toThrow(LocalProtocolError);
   expect(() => encodeRequest({ id: ID, otherPort: 80, resend: false, http: HTTP })).toThrow(LocalProtocolError);
@@ -132,8 +151,9 @@ const arbId = fc.uint8Array({ minLength: 8, maxLength: 8 }).map((b) => {
 
 test('property: request encode/decode round trip', () => {
   fc.assert(
-    fc.property(arbId, fc.integer({ min: 1024, max: 65535 }), fc.boolean(), fc.uint8Array({ minLength: 1, maxLength: 1449 }), (id, otherPort, resend, http) => {
-      expect(decodeRequest(encodeRequest({ id, otherPort, resend, http }))).toEqual({ id, otherPort, resend, http });
+    fc.property(arbId, fc.integer({ min: 1024, max: 65535 }), fc.constantFrom('fresh', 'resend', 'copy'), fc.uint8Array({ minLength: 1, maxLength: 1449 }), (id, otherPort, kind, http) => {
+      const msg = { id, otherPort, resend: kind === 'resend', copy: kind === 'copy', http };
+      expect(decodeRequest(encodeRequest(msg))).toEqual(msg);
     }),
   );
 });

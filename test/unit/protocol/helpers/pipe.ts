@@ -11,7 +11,7 @@ import {
   type HttpResponse,
 } from '../../../../protocol/dhttp/http1';
 import { DhttpRequestStream } from '../../../../protocol/dhttp/stream';
-import { MAX_DATAGRAM_PAYLOAD, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart, isPaddingDatagram } from '../../../../protocol/dhttp/wire';
+import { MAX_DATAGRAM_PAYLOAD, decodeRequest, encodeResponse, idToHex, isDhttpStreamStart, isPaddingDatagram, isRequestCopy } from '../../../../protocol/dhttp/wire';
 
 import { seededRng as mulberry32 } from '../../../../protocol/random';
 
@@ -233,7 +233,8 @@ export class Pipe {
       this.schedule(this.opts.latencyMs, () => this.client.receiveIcmpUnreachable({ address: SERVER.host, port: SERVER.port }, this.now));
       return;
     }
-    if (isPaddingDatagram(data)) return; // a first contact's padding: budget for a server that keeps one
+    // a first contact's padding, or its copy of the request: budget and a stand-in for a server that keeps them
+    if (isPaddingDatagram(data) || isRequestCopy(data)) return;
     const msg = decodeRequest(data);
     const request = parseRequestDatagram(msg.http);
     const sreq: ServerRequest = { via: 'udp', idHex: idToHex(msg.id), resend: msg.resend, otherPort: msg.otherPort, request, atMs: this.now };
