@@ -9,8 +9,9 @@
 // Stateless on the server (any token it issued in the current or the previous bucket checks out against the
 // source address alone), cached per origin on the client. A client that has no token pads its request
 // datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a one-datagram answer fits the 3× budget; a
-// stream request is followed at once by a padding datagram (wire.ts FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES,
-// room for the stream's first flight. Sans-IO: the key, sha-256 and the time come in.
+// stream request is followed at once by a padded copy of itself (wire.ts FLAG_COPY; a resend, by a padding datagram,
+// FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES, room for the stream's first flight; the server takes the first of
+// the two to arrive as the request (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
 
 import { MAX_DATAGRAM_PAYLOAD } from './wire';
 
@@ -29,9 +30,9 @@ export const TOKEN_ANSWER_BYTES = 160;
 export const MIN_UNPROVEN_REQUEST_BYTES = Math.ceil((TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD) / AMPLIFICATION_FACTOR);
 /**
  * A stream request without a token brings what its first contact sends up to this (QUIC pads its first flight to
- * 1,200 bytes) with a padding datagram right behind it: 3,600 bytes of budget, the stream's first flight (about
- * three frames) while the proof travels. Behind the request, not in it, so the server starts on the first frame
- * as soon as the request is in.
+ * 1,200 bytes) with a padded copy of itself right behind it: 3,600 bytes of budget, the stream's first flight
+ * (about three frames) while the proof travels. Behind the request, not in it, so the server starts on the first
+ * frame as soon as the request is in; a copy, not zeros, so a lost request costs the copy's gap, not a resend.
  */
 export const STREAM_FIRST_CONTACT_BYTES = 1200;
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */

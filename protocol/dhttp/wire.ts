@@ -20,7 +20,8 @@ export const MAX_DATAGRAM_PAYLOAD = 1460;
 /** Flags bit 0: this request is a resend of one sent before with the same ID. */
 export const FLAG_RESEND = 1;
 /**
- * Flags = 2 (alone): a padding datagram sent right behind a first-contact stream request with the same ID. It
+ * Flags = 2 (alone): a padding datagram sent right behind a first-contact stream request's resend (the first
+ * attempt sends a copy instead, FLAG_COPY) with the same ID. It
  * carries nothing but zeros; the server counts its bytes toward the sender's address budget (3× what the address
  * sent, address-validation.ts), so the stream's first flight may go on. UDP only: a DHTTP request stream over TCP
  * refuses the bit (decodeRequestPrefix), and so does a server that predates it (its bytes count all the same).
