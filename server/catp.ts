@@ -771,13 +771,13 @@ export class CatpSessions {
   /**
    * A first contact's padding came from `address` (a padding datagram, or the second of its request and copy; its
    * bytes are in the address's budget already): the unproven session it pads for sends what the budget now allows
-   * of its first flight, and, when `dispersion` (the pair came in the order it was sent), its sender takes the time
+   * of its first flight, and, when `paired` (the pair came in the order it was sent), its sender takes the time
    * since the request as the pair's dispersion (`takeDispersion`; noted for a request whose page is still read).
    */
-  onPadding(address: string, idHex: string, bytes: number, dispersion: boolean): void {
+  onPadding(address: string, idHex: string, bytes: number, paired: boolean): void {
     const key = CatpSessions.key(address, idHex);
     const now = this.now();
-    const padding = { at: now, bytes, paired: dispersion };
+    const padding = { at: now, bytes, paired };
     const waiting = this.pending.get(key);
     if (waiting !== undefined && waiting.padding === null) waiting.padding = padding;
     const s = this.sessions.get(key);

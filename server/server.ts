@@ -319,14 +319,14 @@ class Server implements DhttpServer {
       this.onDecision(req, dreq.id, dreq.resend, rinfo, proven);
       return;
     }
+    const idHex = idToHex(dreq.id);
     if (!proven && !dreq.resend) {
       // A first contact's request and its copy (wire.ts FLAG_COPY): the first to come is the request, the other its
       // padding (the pair's dispersion only when the copy came second, as it was sent).
       const copy = dreq.copy === true;
-      const pair = this.pairs.arrive(CatpSessions.key(rinfo.address, idToHex(dreq.id)), copy);
-      if (pair === 'partner') {
+      if (this.pairs.arrive(CatpSessions.key(rinfo.address, idHex), copy) === 'partner') {
         this.c.udpCopiesPaired++;
-        this.catp.onPadding(rinfo.address, idToHex(dreq.id), msg.length, copy);
+        this.catp.onPadding(rinfo.address, idHex, msg.length, copy);
         return;
       }
       if (copy) this.c.udpCopiesAsRequests++;
@@ -341,7 +341,6 @@ class Server implements DhttpServer {
     // Only well-formed requests reach the channel statistics, so garbage cannot push the server into
     // high-loss mode.
     this.c.udpRequests++;
-    const idHex = idToHex(dreq.id);
     const client = rinfo.address;
     if (dreq.resend) this.c.resentRequests++;
     if (this.chooser.admit(client, idHex, dreq.resend) === 'ignore') {
