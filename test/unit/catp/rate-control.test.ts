@@ -8,7 +8,7 @@ import { RateController } from '../../../protocol/catp/rate-control';
 import { maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../helpers/bottleneck';
 import * as fs from 'fs';
 import * as path from 'path';
-import { codec, rng, sha256 } from '../../helpers/catp-util';
+import { codec, rng, seqOf, sha256 } from '../../helpers/catp-util';
 import { realPages } from '../../helpers/catp-real-pages';
 import { generatePage } from '../../../lab/silent-time/pages';
 
@@ -273,6 +273,72 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
     expect(sender.error?.code).toBe('CATP_ERR_GAVE_UP');
     expect(t).toBeLessThanOrEqual(10_001);
     expect(sent).toBeLessThanOrEqual(10 + 4 * 7);
+  });
+});
+
+describe('a tail loss: the last frame of the first pass lost, which no later frame can reveal', () => {
+  /**
+   * The lab's 50 KB page over one of the lab's links, a first contact, no random loss: only the first pass's last
+   * frame is lost, its first `drops` sends. When each send of it went, and when the page completed.
+   */
+  const tailLoss = (rate: number, delayMs: number, drops: number) => {
+    const catp = labPage50k();
+    const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });
+    const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
+    const seen = new Set<number>();
+    let last = -1;
+    const sends: number[] = [];
+    const next = sender.nextDatagram.bind(sender);
+    sender.nextDatagram = (t: number) => {
+      let d = next(t);
+      if (d !== null && !seen.has(seqOf(d))) {
+        seen.add(seqOf(d));
+        if (seen.size === catp.frames.length) last = seqOf(d);
+      }
+      if (d !== null && seqOf(d) === last) {
+        sends.push(t);
+        if (sends.length <= drops) d = next(t);
+      }
+      return d;
+    };
+    /** Each report's arrival, and the sender's next timer after it. */
+    const reports: Array<{ at: number; timer: number | null }> = [];
+    const take = sender.receiveReport.bind(sender);
+    sender.receiveReport = (b: Uint8Array, t: number) => {
+      const r = take(b, t);
+      reports.push({ at: t, timer: sender.nextTimerAt() });
+      return r;
+    };
+    const res = runBottleneck(sender, client, { rate, delayMs, timerLateMs: 1, firstFlight: { budgetBytes: 3 * 568 - 151, tokenBytes: 151, proofBytes: 148 } });
+    expect(res.completeAt).not.toBeNull();
+    expect(sends.length).toBe(drops + 1);
+    return { sends, reports, resent: sender.stats.resent, frameMs: catp.frames[last].length / sender.stats.control!.btlBw };
+  };
+
+  test('10 kB/s, 10 ms: resent about a frame time after it was due (not two), once', () => {
+    const { sends, resent, frameMs } = tailLoss(10, 10, 1);
+    expect(resent).toBe(1);
+    // due: its serialization (~95 ms) and the acknowledgement's way back after the frame before it was acknowledged;
+    // then half a frame time, and the report that says it is missing. Two frame times' margin resent it 335 ms on.
+    expect(frameMs).toBeGreaterThan(80);
+    expect(sends[1] - sends[0]).toBeLessThan(250);
+  });
+
+  test.each([
+    [10, 10],
+    [50, 40],
+  ])('%i kB/s, %i ms: a resend lost again is resent on the sender\'s own timer when it is due (not at the receiver\'s next report), and not before it could have been acknowledged', (rate, delayMs) => {
+    const { sends, reports, resent, frameMs } = tailLoss(rate, delayMs, 2);
+    expect(resent).toBe(2);
+    // the resend cannot be acknowledged before its serialization and a round trip: no sooner than that is it resent
+    expect(sends[2] - sends[1]).toBeGreaterThan(2 * delayMs + frameMs);
+    // the last report before the third send left a timer for it, and the third send went on that timer (the timer
+    // fires up to a millisecond late, as Node's do), not on a report
+    const before = reports.filter((r) => r.at < sends[2]).at(-1)!;
+    expect(before.timer).not.toBeNull();
+    expect(sends[2] - before.timer!).toBeGreaterThanOrEqual(0);
+    expect(sends[2] - before.timer!).toBeLessThan(2.5);
+    expect(reports.some((r) => r.at === sends[2])).toBe(false);
   });
 });
 
