@@ -845,8 +845,8 @@ export class RepairSender {
    * frames left to send, max(¼ RTO, two frame times at the estimated rate): a resend then takes the place of a
    * frame not yet sent, so a spurious one costs the page. With nothing else to send (a tail: no later frame can reveal
    * the loss, and the link idles meanwhile), max(RTO/16, half a frame time, 5 ms): a spurious resend then costs
-   * bytes only (with the tail's own timer, `armTail`: 4–10% shorter gaps between useful frames at 5–20% loss in a
-   * simulated bottleneck, for about 1% more sends and none at 0%; protocol/README.md).
+   * bytes only (with the tail's own timer, `armTail`: 3–10% shorter gaps between useful frames at 5–20% loss in a
+   * simulated bottleneck, for up to 1.3% more sends and none at 0%; protocol/README.md).
    */
   private clockMargin(rto: number): number {
     if (this.control === null) return Infinity;
