@@ -31,7 +31,7 @@
  *   npm run build && npm run bench:congestion -- --loads 5
  *   node dist/bench/congestion/run.js --only fastpath --loads 3 --oracle-rate
  */
-import { type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -602,13 +602,14 @@ async function runFastpath(o: Options, root: string, rateLabel: string) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-function gitDescribe(): string | null {
+/**
+ * The commit dist/ was built from, as git names it (a linked worktree's `.git` is a file, and a branch's ref may be
+ * packed: reading `.git/HEAD` by hand recorded null or a branch name there). Null without git or a repository.
+ */
+export function gitDescribe(root: string = repoRoot()): string | null {
   try {
-    const root = repoRoot();
-    const head = fs.readFileSync(path.join(root, '.git', 'HEAD'), 'utf8').trim();
-    if (!head.startsWith('ref: ')) return head;
-    const ref = path.join(root, '.git', head.slice(5));
-    return fs.existsSync(ref) ? fs.readFileSync(ref, 'utf8').trim() : head.slice(5);
+    const out = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 }).trim();
+    return /^[0-9a-f]{40}$/.test(out) ? out : null;
   } catch {
     return null;
   }

@@ -2,6 +2,11 @@
 // says about two flows sharing the bottleneck (throughput over the overlap, shares, queueing delay).
 import { analyseFairness, median, parseGetOutput, quantile, windowStats } from '../../bench/congestion/analysis';
 import type { LogEvent } from '../../lab/link';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { gitDescribe } from '../../bench/congestion/run';
 
 describe('bench/congestion analysis', () => {
   test('parses the completion lines of catp get -v', () => {
@@ -56,5 +61,33 @@ describe('bench/congestion analysis', () => {
     const w = windowStats(events, 0n, 10_000_000_000n);
     expect(w.s2cPackets).toBe(400 + 100);
     expect(w.s2cDeliveredBytes).toBe(500 * 1000);
+  });
+});
+
+describe('bench/congestion records the commit it measured', () => {
+  const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+
+  test('in a repository, in a linked worktree of it (whose .git is a file) and with its refs packed; null outside one', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-git-'));
+    try {
+      const repo = path.join(dir, 'repo');
+      fs.mkdirSync(repo);
+      git(repo, 'init', '-q');
+      fs.writeFileSync(path.join(repo, 'f'), 'x');
+      git(repo, 'add', 'f');
+      git(repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'one');
+      const head = git(repo, 'rev-parse', 'HEAD');
+      expect(gitDescribe(repo)).toBe(head);
+      git(repo, 'worktree', 'add', '-q', '--detach', path.join(dir, 'wt'), 'HEAD');
+      expect(fs.statSync(path.join(dir, 'wt', '.git')).isFile()).toBe(true);
+      expect(gitDescribe(path.join(dir, 'wt'))).toBe(head);
+      git(repo, 'pack-refs', '--all');
+      expect(gitDescribe(repo)).toBe(head);
+      const bare = path.join(dir, 'none');
+      fs.mkdirSync(bare);
+      expect(gitDescribe(bare)).toBeNull();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
