@@ -12,6 +12,7 @@ import { DhttpHost } from '../../app/dhttp-host';
 import { startLossyRelay, type LossyRelay } from '../../app/browser/lossy-relay';
 import { startServer, type DhttpServer } from '../../server';
 import { BenchError } from '../errors';
+import { gitCommit } from '../commit';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -40,6 +41,7 @@ interface Row {
 }
 
 async function main(): Promise<void> {
+  const commit = gitCommit();
   const i = process.argv.indexOf('--reps');
   const reps = i > 0 ? Number(process.argv[i + 1]) : 9;
   if (!Number.isInteger(reps) || reps < 1 || reps > 100) throw new BenchError('BENCH_ERR_USAGE', '--reps takes an integer from 1 to 100');
@@ -117,7 +119,7 @@ async function main(): Promise<void> {
   }
   const out = path.join(root, 'bench', 'results', 'address-validation.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), reps, summary, rows }, null, 2)}\n`);
+  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, reps, summary, rows }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 

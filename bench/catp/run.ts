@@ -17,6 +17,7 @@ import { brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, decodeHeader,
 import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
+import { gitCommit } from '../commit';
 
 
 function corpus(): string | null {
@@ -57,6 +58,7 @@ function breakdown(pieces: IndexPiece[]): Record<string, number> {
 }
 
 function main(): void {
+  const commit = gitCommit();
   const dir = corpus();
   if (!dir) {
     console.log('real-pages corpus not found ($CATP_CORPUS or ../shared/corpus): nothing to measure');
@@ -234,7 +236,7 @@ function main(): void {
   console.log('\nsummary', JSON.stringify(summary, null, 2));
   const out = path.resolve(process.cwd(), 'bench/results/catp.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  fs.writeFileSync(out, JSON.stringify({ summary, pages: rows }, null, 2) + '\n');
+  fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), commit, summary, pages: rows }, null, 2) + '\n');
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 

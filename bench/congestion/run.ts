@@ -31,7 +31,7 @@
  *   npm run build && npm run bench:congestion -- --loads 5
  *   node dist/bench/congestion/run.js --only fastpath --loads 3 --oracle-rate
  */
-import { type ChildProcess, execFileSync } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -41,6 +41,7 @@ import { parseArgs } from 'node:util';
 import { labSupport, startLink, type Link, type LinkOptions, type LogEvent } from '../../lab/link';
 import { NGINX } from '../../lab/nginx';
 import { catpCommand, repoRoot, startOrigin, type Origin } from '../../lab/silent-time/origin';
+import { gitCommit } from '../commit';
 import { generatePage } from '../../lab/silent-time/pages';
 import {
   analyseFairness, mean, median, parseGetOutput, quantile, table, windowStats,
@@ -602,19 +603,6 @@ async function runFastpath(o: Options, root: string, rateLabel: string) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-/**
- * The commit dist/ was built from, as git names it (a linked worktree's `.git` is a file, and a branch's ref may be
- * packed: reading `.git/HEAD` by hand recorded null or a branch name there). Null without git or a repository.
- */
-export function gitDescribe(root: string = repoRoot()): string | null {
-  try {
-    const out = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 }).trim();
-    return /^[0-9a-f]{40}$/.test(out) ? out : null;
-  } catch {
-    return null;
-  }
-}
-
 export async function main(argv: string[]): Promise<number> {
   let o: Options | 'help';
   try {
@@ -643,7 +631,7 @@ export async function main(argv: string[]): Promise<number> {
   const opts = o;
   const rateLabel = opts.oracleRate ? 'oracle rate (ablation)' : 'no oracle';
   const started = Date.now();
-  const commit = gitDescribe(); // at the start: what dist/ was built from is closer to HEAD now than at the end
+  const commit = gitCommit(); // at the start: what dist/ was built from is closer to HEAD now than at the end
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-congestion-'));
   const removeRoot = async () => {
     cleanups.delete(removeRoot);

@@ -15,6 +15,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BenchError } from '../errors';
+import { gitCommit } from '../commit';
 
 const MiB = 1024 * 1024;
 
@@ -131,6 +132,7 @@ async function largeFiles(port: number, pid: number, n: number): Promise<Record<
 }
 
 async function main(): Promise<void> {
+  const commit = gitCommit();
   const i = process.argv.indexOf('--large');
   const large = i > 0 ? Number(process.argv[i + 1]) : 1000;
   if (!Number.isInteger(large) || large < 1 || large > 4000) throw new BenchError('BENCH_ERR_USAGE', '--large takes an integer from 1 to 4000');
@@ -166,7 +168,7 @@ async function main(): Promise<void> {
       `(+${summary.largeFiles.growthMiB} MiB); meanwhile a reader at another address got ${(big.readerBytes / MiB).toFixed(1)} MiB in ${big.readerMs} ms`);
     const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'memory.json');
     fs.mkdirSync(path.dirname(out), { recursive: true });
-    fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), summary }, null, 2)}\n`);
+    fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, summary }, null, 2)}\n`);
     console.log(`wrote ${path.relative(process.cwd(), out)}`);
   } finally {
     child.kill('SIGINT');

@@ -23,6 +23,7 @@ import type { LoadRecord } from '../../protocol/browser/api';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
 import { BenchError } from '../errors';
+import { gitCommit } from '../commit';
 
 interface Options { page: string; runs: number; corpus: string; rates: number[] }
 
@@ -186,6 +187,7 @@ async function atRate(opts: Options, dir: string, rate: number) {
 }
 
 async function main(): Promise<void> {
+  const commit = gitCommit();
   const opts = parseArgs(process.argv.slice(2));
   const file = path.join(opts.corpus, 'real-pages', opts.page);
   if (!fs.existsSync(file)) throw new BenchError('BENCH_ERR_NO_PAGE', `${file} not found (set --corpus or CATP_CORPUS)`);
@@ -211,7 +213,7 @@ async function main(): Promise<void> {
   for (const r of results) console.log(`${r.summary.rate.toLocaleString('en-US').padEnd(12)}  ${ms(r.summary.latencyMs.p50)}  ${ms(r.summary.latencyMs.p95)}  ${ms(r.summary.latencyMs.max)}`);
   const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'render.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, rates: results }, null, 2)}\n`);
+  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, rates: results }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 

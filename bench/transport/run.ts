@@ -24,6 +24,7 @@ import * as path from 'node:path';
 import { Endpoint, packageRoot } from '../../native';
 import type { SendJob, SendResult } from './sender';
 import { BenchError } from '../errors';
+import { gitCommit } from '../commit';
 
 interface Options { count: number; rounds: number; size: number; burst: number }
 interface BurstResult { mode: Mode; round: number; matched: number; kernelDrops: number; drainMs: number; cpuUs: number; batches?: number }
@@ -197,6 +198,7 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  const commit = gitCommit();
   const opts = parseArgs(process.argv.slice(2));
   const ids = Array.from({ length: 512 }, () => { const b = crypto.randomBytes(8); b[0] |= 0x80; return b; });
   const sender = new Sender();
@@ -278,7 +280,7 @@ async function main(): Promise<void> {
   const out = path.join(packageRoot(), 'bench', 'results', 'transport.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, `${JSON.stringify({
-    date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model,
+    date: new Date().toISOString(), commit, node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model,
     options: opts, median: summary, rounds: results, burst: { median: burstSummary, rounds: bursts },
   }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out) || out}`);

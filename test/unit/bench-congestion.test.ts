@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { gitDescribe } from '../../bench/congestion/run';
+import { gitCommit } from '../../bench/commit';
 
 describe('bench/congestion analysis', () => {
   test('parses the completion lines of catp get -v', () => {
@@ -64,7 +64,7 @@ describe('bench/congestion analysis', () => {
   });
 });
 
-describe('bench/congestion records the commit it measured', () => {
+describe('every bench records the commit it measured (bench/commit.ts)', () => {
   const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
   test('in a repository, in a linked worktree of it (whose .git is a file) and with its refs packed; null outside one', () => {
@@ -77,15 +77,15 @@ describe('bench/congestion records the commit it measured', () => {
       git(repo, 'add', 'f');
       git(repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'one');
       const head = git(repo, 'rev-parse', 'HEAD');
-      expect(gitDescribe(repo)).toBe(head);
+      expect(gitCommit(repo)).toBe(head);
       git(repo, 'worktree', 'add', '-q', '--detach', path.join(dir, 'wt'), 'HEAD');
       expect(fs.statSync(path.join(dir, 'wt', '.git')).isFile()).toBe(true);
-      expect(gitDescribe(path.join(dir, 'wt'))).toBe(head);
+      expect(gitCommit(path.join(dir, 'wt'))).toBe(head);
       git(repo, 'pack-refs', '--all');
-      expect(gitDescribe(repo)).toBe(head);
+      expect(gitCommit(repo)).toBe(head);
       const bare = path.join(dir, 'none');
       fs.mkdirSync(bare);
-      expect(gitDescribe(bare)).toBeNull();
+      expect(gitCommit(bare)).toBeNull();
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
