@@ -480,7 +480,7 @@ export class RepairSender {
    * due on the delivery clock (plus its margin). The sender looks again then, not at the next report, which the
    * receiver's timer sends up to `reportIntervalMs` later.
    */
-  private tailMissing: Array<readonly [number, number]> = [];
+  private tailMissing: ReadonlyArray<readonly [number, number]> = [];
   private tailCheckAt = Infinity;
   private lastReceived = 0;
   private epochStart: number | null = null;
@@ -783,9 +783,7 @@ export class RepairSender {
     let timedOut = nowMs - sentAt >= rto && (this.control === null || nowMs - this.progressAt >= rto || sentAt < this.progressSentAt);
     if (!timedOut && this.control !== null) {
       // the delivery clock: the frames ahead of it have had time to arrive at the estimated rate, and it has not
-      // (a tail loss, which no later frame can reveal, is found in about one frame time instead of an RTO). Nor is
-      // it due before its own serialization and a round trip from when it went: a resend that leaves an idle link
-      // long after the frames ahead of it is not due at their pace.
+      // (a tail loss, which no later frame can reveal, is found in about one frame time instead of an RTO)
       const due = this.dueAt(seq);
       if (due !== null) timedOut = nowMs >= due + clockMargin;
     }
@@ -836,7 +834,7 @@ export class RepairSender {
       }
     }
     if (!Number.isFinite(first)) return;
-    this.tailMissing = missing.map(([s, e]) => [s, e] as const);
+    this.tailMissing = missing; // the report's own ranges, decoded for this report alone
     this.tailCheckAt = first;
   }
 
@@ -851,8 +849,7 @@ export class RepairSender {
   private clockMargin(rto: number): number {
     if (this.control === null) return Infinity;
     const frameMs = this.control.btlBw > 0 ? this.control.frameSize / this.control.btlBw : 0;
-    const tail = this.parked === undefined && this.idxQ.size === 0 && this.dataQ.size === 0 && !this.newLeft();
-    return tail ? Math.max(rto / 16, frameMs / 2, 5) : Math.max(rto / 4, 2 * frameMs, 5);
+    return !this.hasWork() ? Math.max(rto / 16, frameMs / 2, 5) : Math.max(rto / 4, 2 * frameMs, 5);
   }
 
   /**
