@@ -156,6 +156,13 @@ export class RateController {
   private quietLossSeen = false;
   /** standing-queue rounds in a row with loss above the baseline */
   private lossyRounds = 0;
+  /**
+   * When probe_bw began after startup and drain. The random-loss baseline learns only from samples whose interval
+   * began after it: the first quiet sample after drain reached back into startup, and startup's overshoot into a
+   * queue a TCP flow had filled first lost most of what it sent (simulated: 64%), which then stood as "random" loss
+   * and hid every later congestion round (the flow kept 86% of the link, TCP 14%).
+   */
+  private probeSince = Infinity;
   /** rounds in a row with a standing queue while we sent at the estimate or more */
   private standingRounds = 0;
   congestionCaps = 0;
@@ -445,6 +452,7 @@ export class RateController {
   }
 
   private enterProbe(nowMs: number): void {
+    if (this.state !== 'probe_bw' && this.state !== 'probe_rtt') this.probeSince = nowMs;
     this.state = 'probe_bw';
     this.cycleIdx = 2;
     this.cycleAt = nowMs;
@@ -484,7 +492,7 @@ export class RateController {
       const deliveryRate = Math.max(0, point.delivered - snap.delivered) / interval;
       let sample = quiet ? Math.max(drainRate, deliveryRate) : deliveryRate;
       // (not in startup: its overshoot fills a queue fast enough that drops come while the RTT still looks low)
-      if (quiet && this.state === 'probe_bw' && point.drained > snap.drained) {
+      if (quiet && this.state === 'probe_bw' && snap.sentAt >= this.probeSince && point.drained > snap.drained) {
         // random loss seen with no queue: the baseline the congestion rule looks past
         const loss = Math.max(0, 1 - (point.delivered - snap.delivered) / (point.drained - snap.drained));
         this.quietLoss = this.quietLossSeen ? 0.875 * this.quietLoss + 0.125 * loss : loss;

@@ -33,18 +33,123 @@ export interface BottleneckOptions {
    * it the sender is asked at every event of the simulation (wakes exactly when due, and more often).
    */
   timerLateMs?: number;
+  /**
+   * A bulk TCP flow sharing the queue from `startMs` on (the lab's fairness run: curl from nginx), modelled as
+   * Linux's default sender: CUBIC (RFC 9438: C = 0.4, β = 0.7; slow start from an initial window of 10), 1,500-byte
+   * packets, ack-clocked, a loss found when a later packet's ack comes (three duplicate acks, roughly), one
+   * reduction per window, a retransmission timeout of max(200 ms, 2 × srtt) when nothing is acknowledged. Its acks
+   * come back uncongested. Random `loss` applies to it as to everything else.
+   */
+  tcp?: { startMs: number; packetBytes?: number };
+  /** When the UDP flow's request goes (default 0): a TCP flow may have filled the queue by then. */
+  udpStartMs?: number;
+}
+
+/** The competing TCP flow's packets in `departures` (flow 'tcp'), and what it went through. */
+export interface TcpFlowStats {
+  sent: number;
+  retransmits: number;
+  reductions: number;
+  timeouts: number;
 }
 
 export interface BottleneckResult {
   completeAt: number | null;
   endMs: number;
-  /** every packet the bottleneck passed: when its last bit left the queue, and its size */
-  departures: Array<{ at: number; bytes: number }>;
+  /** every packet the bottleneck passed: when its last bit left the queue, its size, and whose it was */
+  departures: Array<{ at: number; bytes: number; flow: 'udp' | 'tcp' }>;
   /** every queue admission: when, and the queueing delay it met (ms) */
   queueDelays: Array<{ at: number; ms: number }>;
   lossDrops: number;
   queueDrops: number;
   sent: number;
+  tcp: TcpFlowStats | null;
+}
+
+/**
+ * The competing TCP flow (BottleneckOptions.tcp): a CUBIC sender counted in packets. `sendable` says what it sends
+ * now, `acked` takes an ack; a dropped packet is never reported to it: it finds the loss from later acks, as TCP
+ * does, or by its timeout (which does not back off: Linux's own recovers sooner, with SACK and tail loss probes, so
+ * this one suffers more from a burst of drops than the lab's does).
+ */
+class CubicFlow {
+  cwnd = 10;
+  ssthresh = Infinity;
+  private wMax = 0;
+  private epochAt = 0;
+  private k = 0;
+  private nextSeq = 0;
+  private readonly outstanding = new Map<number, number>(); // seq -> sent at
+  private readonly lost: number[] = [];
+  private recoverUntil = -1;
+  private srtt = 0;
+  private lastAckAt = 0;
+  readonly stats: TcpFlowStats = { sent: 0, retransmits: 0, reductions: 0, timeouts: 0 };
+
+  constructor(readonly packetBytes: number) {}
+
+  /** Packets to send now (new or retransmitted sequence numbers). */
+  sendable(now: number): number[] {
+    if (this.lastAckAt === 0) this.lastAckAt = now;
+    const rto = Math.max(200, 2 * this.srtt);
+    if (this.outstanding.size > 0 && now - this.lastAckAt > rto) {
+      // timeout: everything outstanding is lost, back to one packet
+      this.stats.timeouts++;
+      this.ssthresh = Math.max(2, this.cwnd * 0.7);
+      this.wMax = this.cwnd;
+      this.cwnd = 1;
+      for (const seq of [...this.outstanding.keys()].sort((a, b) => a - b)) this.lost.push(seq);
+      this.outstanding.clear();
+      this.lastAckAt = now;
+      this.recoverUntil = this.nextSeq;
+    }
+    const out: number[] = [];
+    while (this.outstanding.size < Math.floor(this.cwnd)) {
+      const resend = this.lost.length > 0;
+      const seq = resend ? (this.lost.shift() as number) : this.nextSeq++;
+      if (resend) this.stats.retransmits++;
+      this.outstanding.set(seq, now);
+      this.stats.sent++;
+      out.push(seq);
+    }
+    return out;
+  }
+
+  /** The ack of `seq` came back at `now`. */
+  acked(seq: number, now: number): void {
+    const sentAt = this.outstanding.get(seq);
+    if (sentAt === undefined) return;
+    this.outstanding.delete(seq);
+    this.lastAckAt = now;
+    const rtt = now - sentAt;
+    this.srtt = this.srtt === 0 ? rtt : 0.875 * this.srtt + 0.125 * rtt;
+    // anything outstanding sent before this one by more than a little is lost (three later packets acked, roughly)
+    let lossSeen = false;
+    for (const [q, at] of this.outstanding) {
+      if (q < seq - 2 && at <= sentAt) {
+        this.outstanding.delete(q);
+        this.lost.push(q);
+        lossSeen = true;
+      }
+    }
+    this.lost.sort((a, b) => a - b);
+    if (lossSeen && seq > this.recoverUntil) {
+      this.stats.reductions++;
+      this.wMax = this.cwnd;
+      this.cwnd = Math.max(2, this.cwnd * 0.7);
+      this.ssthresh = this.cwnd;
+      this.epochAt = now;
+      this.k = Math.cbrt((this.wMax * 0.3) / 0.4);
+      this.recoverUntil = this.nextSeq;
+      return;
+    }
+    if (this.cwnd < this.ssthresh) this.cwnd += 1;
+    else {
+      const t = (now - this.epochAt) / 1000;
+      const target = 0.4 * (t - this.k) ** 3 + this.wMax;
+      this.cwnd += target > this.cwnd ? Math.min(1, (target - this.cwnd) / this.cwnd) : 0.01 / this.cwnd;
+    }
+  }
 }
 
 export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpAssembler, o: BottleneckOptions): BottleneckResult {
@@ -59,38 +164,56 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const inQueue: Array<{ depart: number; size: number }> = [];
   let qHead = 0;
   let lastDepart = 0;
-  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0 };
+  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0, tcp: null };
+  const tcp = o.tcp ? new CubicFlow(o.tcp.packetBytes ?? 1500) : null;
+  if (tcp) res.tcp = tcp.stats;
+  const tcpAcks: Array<{ at: number; seq: number }> = [];
+  let tcpAckHead = 0;
   let now = 0;
-  client.start(0);
+  const udpStart = o.udpStartMs ?? 0;
+  client.start(udpStart);
   let proofAt = Infinity;
   if (o.firstFlight) {
     sender.setSendBudget(o.firstFlight.budgetBytes);
-    proofAt = (o.firstFlight.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs + (o.firstFlight.proofBytes ?? 170) / rateAt(0);
+    proofAt = udpStart + (o.firstFlight.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs + (o.firstFlight.proofBytes ?? 170) / rateAt(0);
   }
-  const enqueue = (d: Uint8Array) => {
-    res.sent++;
+  let backlog = 0;
+  /** Admits `size` bytes to the queue; the time its last bit leaves, or null when lost or dropped. */
+  const admit = (size: number, flow: 'udp' | 'tcp'): number | null => {
+    if (flow === 'udp') res.sent++;
     if (r() < (o.loss ?? 0)) {
-      res.lossDrops++;
-      return;
+      if (flow === 'udp') res.lossDrops++;
+      return null;
     }
-    while (qHead < inQueue.length && inQueue[qHead].depart <= now) qHead++;
-    let backlog = 0;
-    for (let i = qHead; i < inQueue.length; i++) backlog += inQueue[i].size;
-    if (backlog + d.length > queueBytes) {
-      res.queueDrops++;
-      return;
+    while (qHead < inQueue.length && inQueue[qHead].depart <= now) backlog -= inQueue[qHead++].size;
+    if (backlog + size > queueBytes) {
+      if (flow === 'udp') res.queueDrops++;
+      return null;
     }
     const start = Math.max(now, lastDepart);
-    const depart = start + d.length / rateAt(now);
+    const depart = start + size / rateAt(now);
     lastDepart = depart;
-    inQueue.push({ depart, size: d.length });
+    inQueue.push({ depart, size });
+    backlog += size;
     res.queueDelays.push({ at: now, ms: start - now });
-    res.departures.push({ at: depart, bytes: d.length });
-    down.push({ at: depart + o.delayMs, bytes: d });
+    res.departures.push({ at: depart, bytes: size, flow });
+    return depart;
+  };
+  const enqueue = (d: Uint8Array) => {
+    const depart = admit(d.length, 'udp');
+    if (depart !== null) down.push({ at: depart + o.delayMs, bytes: d });
+  };
+  const serveTcp = () => {
+    if (!tcp || now < o.tcp!.startMs) return;
+    for (const seq of tcp.sendable(now)) {
+      const depart = admit(tcp.packetBytes, 'tcp');
+      if (depart !== null) tcpAcks.push({ at: depart + 2 * o.delayMs, seq });
+    }
   };
   const timers = o.timerLateMs !== undefined;
   let wakeAt = 0;
   const serve = () => {
+    if (now < udpStart) return;
     for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) enqueue(d);
     const at = sender.nextTimerAt();
     if (timers) wakeAt = at === null ? Infinity : now + Math.max(1, Math.ceil(at - now)) + o.timerLateMs!;
@@ -104,6 +227,8 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
       woken = true;
     }
     if (woken) serve();
+    while (tcpAckHead < tcpAcks.length && tcpAcks[tcpAckHead].at <= now) tcp!.acked(tcpAcks[tcpAckHead++].seq, now);
+    serveTcp();
     while (downHead < down.length && down[downHead].at <= now) {
       client.receive(down[downHead++].bytes, now);
     }
@@ -120,7 +245,9 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     }
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
-    const cands = [timers ? (Number.isFinite(wakeAt) ? wakeAt : null) : sender.nextTimerAt(), client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    const senderAt = now < udpStart ? udpStart : timers ? (Number.isFinite(wakeAt) ? wakeAt : null) : sender.nextTimerAt();
+    const cands = [senderAt, now < udpStart ? udpStart : client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    if (tcp) cands.push(tcpAckHead < tcpAcks.length ? tcpAcks[tcpAckHead].at : null, now < o.tcp!.startMs ? o.tcp!.startMs : now + 50);
     let next = Infinity;
     for (const c of cands) if (c !== null && c < next) next = c;
     if (next === Infinity) break;
@@ -131,10 +258,10 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   return res;
 }
 
-/** Bytes per ms that left the bottleneck in [from, to). */
-export function throughput(r: BottleneckResult, from: number, to: number): number {
+/** Bytes per ms that left the bottleneck in [from, to) (of one flow's packets, when `flow` is given). */
+export function throughput(r: BottleneckResult, from: number, to: number, flow?: 'udp' | 'tcp'): number {
   let b = 0;
-  for (const d of r.departures) if (d.at >= from && d.at < to) b += d.bytes;
+  for (const d of r.departures) if (d.at >= from && d.at < to && (flow === undefined || d.flow === flow)) b += d.bytes;
   return b / (to - from);
 }
 

@@ -559,3 +559,30 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     expect(fixed.onPathRateHint(0, 10)).toBe(false);
   });
 });
+
+describe('sharing the bottleneck with a bulk TCP flow (a simulated CUBIC sender, test/helpers/bottleneck.ts)', () => {
+  // bench:congestion's fairness run in the simulation: 100 kB/s, 20 ms one way, the lab's queue (200 ms); the TCP
+  // flow fills it first, and the in-order page (the size of the lab's 1 MB page brotli-coded) starts at 21 moments
+  // of its sawtooth. Over the overlap, each flow's share of an even split.
+  const shares = () => {
+    const body = new Uint8Array(580_000);
+    for (let i = 0; i < body.length; i++) body[i] = 97 + ((i * 7) % 26);
+    const raw = encodeRaw(body, { sha256 });
+    const out: Array<{ udp: number; tcp: number }> = [];
+    for (let startMs = 1000; startMs < 3000; startMs += 97) {
+      const sender = new RepairSender(raw.frames, 0, { requestId: ID });
+      const res = runBottleneck(sender, new RawAssembler({ sha256, requestId: ID }), { rate: 100, delayMs: 20, tcp: { startMs: 0 }, udpStartMs: startMs, maxMs: 60_000 });
+      expect(res.completeAt).not.toBeNull();
+      out.push({ udp: throughput(res, startMs, res.completeAt!, 'udp') / 50, tcp: throughput(res, startMs, res.completeAt!, 'tcp') / 50 });
+    }
+    return out;
+  };
+
+  test("startup's overshoot into the TCP flow's queue is not taken for random loss: TCP keeps at least half its share at 14 of 21 start moments (8 when the first quiet sample after startup set the baseline)", () => {
+    const s = shares();
+    // the link stays full, and the UDP flow never falls below half its share
+    for (const x of s) expect(x.udp + x.tcp).toBeGreaterThan(1.9);
+    for (const x of s) expect(x.udp).toBeGreaterThanOrEqual(0.5);
+    expect(s.filter((x) => x.tcp >= 0.5).length).toBeGreaterThanOrEqual(14);
+  });
+});
