@@ -3,6 +3,7 @@
  * lines. Down (server → client): random loss at arrival (a lost packet uses no bandwidth), then one FIFO queue
  * serializing at `rate` bytes per ms with a tail-drop bound in bytes, then propagation delay. Up (reports): delay,
  * and random loss when `upLoss` is given (the lab drops both ways). The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
+ * A bulk TCP flow (a CUBIC model, `tcp`) may share the queue, as in bench:congestion's fairness run.
  */
 import { RawAssembler, RepairSender, CatpAssembler } from '../../protocol/catp';
 import { rng } from './catp-util';
@@ -63,6 +64,7 @@ export interface BottleneckResult {
   lossDrops: number;
   queueDrops: number;
   sent: number;
+  /** the competing TCP flow's counts (null without one) */
   tcp: TcpFlowStats | null;
 }
 
