@@ -1,26 +1,32 @@
 // `catp`: the project's command line. Each command lives in its own module under cli/commands.
 import { UsageError, processIo, type Io } from './args';
-import { link } from './commands/link';
-import { browse } from './commands/browse';
-import { demo, demoPane } from './commands/demo';
-import { get } from './commands/get';
-import { serve } from './commands/serve';
-import { silentTime } from './commands/silent-time';
 
 type Command = (argv: string[], io: Io) => Promise<number>;
 
+// Each command's module is loaded when it runs: the browser's and the lab's (playwright-core among them) took
+// 100 ms of every `catp get` and `catp serve` before it did anything. (require, not import(): with Node16
+// resolution a relative import() is an ES module import, which this CommonJS package and its tests do not run.)
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const load = <M>(path: string): M => require(path) as M;
+type Serve = typeof import('./commands/serve');
+type Get = typeof import('./commands/get');
+type Browse = typeof import('./commands/browse');
+type Link = typeof import('./commands/link');
+type SilentTime = typeof import('./commands/silent-time');
+type Demo = typeof import('./commands/demo');
+
 const commands: Record<string, { run: Command; summary: string }> = {
-  serve: { run: serve, summary: 'run the reference server (DHTTP over UDP and TCP, plain HTTP/1.1) on a directory' },
-  get: { run: get, summary: 'fetch a dhttp://, dhttpt:// or http:// URL and write the body' },
-  browse: { run: browse, summary: 'open the browser (a window, or --headless) on a URL or the bundled demo site' },
-  link: { run: link, summary: 'run a command over an emulated link (delay, rate, loss) to a second network namespace' },
-  'silent-time': { run: silentTime, summary: 'measure silent time of page loads per transport and loss through the emulated link' },
-  demo: { run: demo, summary: 'the same page over CATP, in-order UDP and TCP side by side, through the same lossy link' },
+  serve: { run: (a, io) => load<Serve>('./commands/serve').serve(a, io), summary: 'run the reference server (DHTTP over UDP and TCP, plain HTTP/1.1) on a directory' },
+  get: { run: (a, io) => load<Get>('./commands/get').get(a, io), summary: 'fetch a dhttp://, dhttpt:// or http:// URL and write the body' },
+  browse: { run: (a, io) => load<Browse>('./commands/browse').browse(a, io), summary: 'open the browser (a window, or --headless) on a URL or the bundled demo site' },
+  link: { run: (a, io) => load<Link>('./commands/link').link(a, io), summary: 'run a command over an emulated link (delay, rate, loss) to a second network namespace' },
+  'silent-time': { run: (a, io) => load<SilentTime>('./commands/silent-time').silentTime(a, io), summary: 'measure silent time of page loads per transport and loss through the emulated link' },
+  demo: { run: (a, io) => load<Demo>('./commands/demo').demo(a, io), summary: 'the same page over CATP, in-order UDP and TCP side by side, through the same lossy link' },
 };
 
 /** Commands the project starts itself, not listed in the usage. */
 const internal: Record<string, Command> = {
-  '__demo-pane': (argv) => demoPane(argv),
+  '__demo-pane': (a) => load<Demo>('./commands/demo').demoPane(a),
 };
 
 function usage(): string {
