@@ -452,7 +452,7 @@ export class RateController {
   }
 
   private enterProbe(nowMs: number): void {
-    if (this.state !== 'probe_bw' && this.state !== 'probe_rtt') this.probeSince = nowMs;
+    if (this.state === 'drain') this.probeSince = nowMs; // (not when probe_rtt ends: probe_bw goes on)
     this.state = 'probe_bw';
     this.cycleIdx = 2;
     this.cycleAt = nowMs;

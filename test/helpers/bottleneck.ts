@@ -134,7 +134,7 @@ class CubicFlow {
         lossSeen = true;
       }
     }
-    this.lost.sort((a, b) => a - b);
+    if (lossSeen) this.lost.sort((a, b) => a - b);
     if (lossSeen && seq > this.recoverUntil) {
       this.stats.reductions++;
       this.wMax = this.cwnd;
