@@ -6,7 +6,7 @@ import type { DOM_OP as DomOpCodes, DomOps } from '../protocol/browser/api';
 import type { CatpAttr, DocumentMode } from '../protocol/catp/index-piece';
 
 // The renderer imports protocol/ as types only: the op codes are repeated here, and the type says they match.
-const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, DOCTYPE: 4, CONTENT: 5, PLACEHOLDER: 6, INSERT: 7, REMOVE: 8, SET_TEXT: 9, SET_ATTRS: 10, INSERT_TEXT: 11 };
+const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, DOCTYPE: 4, CONTENT: 5, PLACEHOLDER: 6, INSERT: 7, REMOVE: 8, SET_TEXT: 9, SET_ATTRS: 10, INSERT_TEXT: 11, APPEND_NEW: 12 };
 
 export const HTML_NS = 'http://www.w3.org/1999/xhtml';
 const PLACEHOLDER_TAG_NAME = 'catp-missing';
@@ -51,6 +51,9 @@ function adoptPlaceholderStyle(doc: Document): void {
 
 export class DomOpApplier {
   private readonly nodes = new Map<number, Node>();
+  /** The handle the next created node takes, and the node this batch created last (api.ts, DomOps). */
+  private nextHandle = 1;
+  private last = 0;
   private readonly queue: Batch[] = [];
   /**
    * Inserts into the live document, held until the end of the slice (or until an operation needs them done), in
@@ -123,6 +126,7 @@ export class DomOpApplier {
     let n = 0;
     while (this.queue.length > 0) {
       const b = this.queue[0]!;
+      if (b.at === 0) b.at = this.begin(b.ops);
       while (b.at < b.ops.length) {
         b.at = this.step(b.ops, b.at);
         if ((++n & 63) === 0 && performance.now() - t0 >= budgetMs) break;
@@ -163,21 +167,52 @@ export class DomOpApplier {
     return typeof v === 'string' ? v : null;
   }
 
-  /** Reads `count` attributes at `at`; returns them and the position after, or null when malformed. */
+  /**
+   * Reads the attributes at `at` (a count n, then n name-value pairs, or −n × name, value, namespace, prefix);
+   * returns them and the position after, or null when malformed.
+   */
   private attrs(ops: DomOps, at: number): [CatpAttr[], number] | null {
-    const count = ops[at];
-    if (typeof count !== 'number' || !(count >= 0) || at + 1 + count * 4 > ops.length) return null;
+    const n = ops[at];
+    if (typeof n !== 'number' || !Number.isInteger(n)) return null;
+    const width = n < 0 ? 4 : 2;
+    const count = Math.abs(n);
+    if (at + 1 + count * width > ops.length) return null;
     const out: CatpAttr[] = [];
     let i = at + 1;
-    for (let k = 0; k < count; k++, i += 4) {
-      const [name, value, ns, prefix] = [ops[i], ops[i + 1], ops[i + 2], ops[i + 3]];
-      if (typeof name !== 'string' || typeof value !== 'string' || typeof ns !== 'string' || typeof prefix !== 'string') return null;
+    for (let k = 0; k < count; k++, i += width) {
+      const name = ops[i];
+      const value = ops[i + 1];
+      if (typeof name !== 'string' || typeof value !== 'string') return null;
       const a: CatpAttr = { name, value };
-      if (ns !== '') a.namespace = ns;
-      if (prefix !== '') a.prefix = prefix;
+      if (width === 4) {
+        const ns = ops[i + 2];
+        const prefix = ops[i + 3];
+        if (typeof ns !== 'string' || typeof prefix !== 'string') return null;
+        if (ns !== '') a.namespace = ns;
+        if (prefix !== '') a.prefix = prefix;
+      }
       out.push(a);
     }
     return [out, i];
+  }
+
+  /** A batch starts: its first created node's handle (api.ts, DomOps); returns where its operations start. */
+  private begin(ops: DomOps): number {
+    this.last = 0;
+    if (ops.length === 0) return 0;
+    const first = ops[0];
+    if (typeof first !== 'number' || !Number.isSafeInteger(first) || first < 1) {
+      this.bad++;
+      return ops.length;
+    }
+    this.nextHandle = first;
+    return 1;
+  }
+
+  /** A created node takes the next handle (null: one the DOM refused; its handle is taken all the same). */
+  private created(node: Node | null): void {
+    this.last = this.nextHandle++;
+    if (node !== null) this.nodes.set(this.last, node);
   }
 
   /** Applies the operation at `at`; returns where the next one starts (the end, when the rest is unreadable). */
@@ -200,52 +235,61 @@ export class DomOpApplier {
         return at + 3;
       }
       case DOM_OP.ELEMENT: {
-        const h = ops[at + 1];
-        const tag = this.str(ops[at + 2]);
-        const nsv = ops[at + 3];
+        const tag = this.str(ops[at + 1]);
+        const nsv = ops[at + 2];
         const ns = typeof nsv === 'number' ? NS[nsv] : this.str(nsv);
-        const a = this.attrs(ops, at + 4);
-        if (typeof h !== 'number' || tag === null || !ns || a === null) return fail();
-        this.nodes.set(h, this.element(tag, ns, a[0]));
+        const a = this.attrs(ops, at + 3);
+        if (tag === null || !ns || a === null) return fail();
+        this.created(this.element(tag, ns, a[0]));
         return a[1];
       }
       case DOM_OP.TEXT:
       case DOM_OP.COMMENT: {
-        const h = ops[at + 1];
-        const v = this.str(ops[at + 2]);
-        if (typeof h !== 'number' || v === null) return fail();
-        this.nodes.set(h, op === DOM_OP.TEXT ? doc.createTextNode(v) : doc.createComment(v));
-        return at + 3;
+        const v = this.str(ops[at + 1]);
+        if (v === null) return fail();
+        this.created(op === DOM_OP.TEXT ? doc.createTextNode(v) : doc.createComment(v));
+        return at + 2;
       }
       case DOM_OP.DOCTYPE: {
-        const h = ops[at + 1];
-        const [name, pub, sys] = [this.str(ops[at + 2]), this.str(ops[at + 3]), this.str(ops[at + 4])];
-        if (typeof h !== 'number' || name === null || pub === null || sys === null) return fail();
+        const [name, pub, sys] = [this.str(ops[at + 1]), this.str(ops[at + 2]), this.str(ops[at + 3])];
+        if (name === null || pub === null || sys === null) return fail();
+        let node: Node | null = null;
         try {
-          this.nodes.set(h, doc.implementation.createDocumentType(name, pub, sys));
+          node = doc.implementation.createDocumentType(name, pub, sys);
         } catch {
-          this.fallbacks++; // a doctype the DOM refuses: left out (it changes nothing on screen)
+          this.fallbacks++; // a doctype the DOM refuses: left out (it changes nothing on screen), its handle taken
         }
-        return at + 5;
+        this.created(node);
+        return at + 4;
       }
       case DOM_OP.CONTENT: {
-        const h = ops[at + 1];
-        const t = this.node(ops[at + 2]);
-        if (typeof h !== 'number' || t === null) return fail();
+        const t = this.node(ops[at + 1]);
+        if (t === null) return fail();
         const content = 'content' in t ? (t as HTMLTemplateElement).content : null;
-        this.nodes.set(h, content ?? doc.createDocumentFragment());
-        return at + 3;
+        this.created(content ?? doc.createDocumentFragment());
+        return at + 2;
       }
       case DOM_OP.PLACEHOLDER: {
-        const h = ops[at + 1];
-        const kind = ops[at + 2];
-        const label = this.str(ops[at + 3]);
-        if (typeof h !== 'number' || label === null) return fail();
+        const kind = ops[at + 1];
+        const ordinal = ops[at + 2];
+        if ((kind !== 0 && kind !== 1) || typeof ordinal !== 'number') return fail();
         const ph = doc.createElement(PLACEHOLDER_TAG);
         ph.setAttribute('data-catp-kind', kind === 1 ? 'index' : 'slot');
-        ph.title = label;
-        this.nodes.set(h, ph);
-        return at + 4;
+        // the same title as protocol/catp/tree.ts placeholderTitle (the renderer takes only types from protocol/)
+        ph.title = kind === 1 ? `waiting for index frame ${ordinal}` : `waiting for slot ${ordinal}`;
+        this.created(ph);
+        return at + 3;
+      }
+      case DOM_OP.APPEND_NEW: {
+        const parent = this.node(ops[at + 1]);
+        const node = this.last === 0 ? null : this.node(this.last);
+        if (parent === null || node === null) {
+          this.bad++;
+          return at + 2;
+        }
+        if (parent.isConnected) this.attach.push({ parent, node, before: null });
+        else this.insert(parent, node, null);
+        return at + 2;
       }
       case DOM_OP.INSERT: {
         const parent = this.node(ops[at + 1]);

@@ -23,23 +23,30 @@ export const TRANSPORTS: readonly Transport[] = ['catp', 'inorder', 'tcp', 'whol
  * DOM operations, host → renderer, as one flat array of numbers and strings (compact to carry and to parse: no
  * per-node objects). The host's tree builder (protocol/catp/tree.ts) decides everything — where each node goes,
  * provisional ancestors, placeholders; the renderer only applies the operations, in order. Handles are positive
- * integers the host assigns; handle 0 is the page's document. Layouts (`…` = repeated):
+ * integers the host gives out in creation order; handle 0 is the page's document.
+ *
+ * A batch (one `dom` event's operations; [] for none) starts with the handle its first created node gets; each
+ * operation that creates a node takes the next one in turn, so a created node's handle is not carried (a batch
+ * the renderer could not read to the end costs no later batch its handles). Layouts (`…` = repeated):
  *
  *   RESET        0, mode (0 no-quirks, 1 quirks, 2 limited-quirks), fragment (0|1)   empty the document
- *   ELEMENT      1, h, tag, ns, attrCount, (name, value, attrNs, prefix) × attrCount  create (detached)
- *   TEXT         2, h, value
- *   COMMENT      3, h, data
- *   DOCTYPE      4, h, name, publicId, systemId
- *   CONTENT      5, h, template                  h names the template element's content fragment
- *   PLACEHOLDER  6, h, kind (0 slot text, 1 index piece), label   a <catp-missing> element
+ *   ELEMENT      1, tag, ns, attrs                 create (detached)
+ *   TEXT         2, value
+ *   COMMENT      3, data
+ *   DOCTYPE      4, name, publicId, systemId
+ *   CONTENT      5, template                      the template element's content fragment
+ *   PLACEHOLDER  6, kind, ordinal                 a <catp-missing> element: kind 0, text to come for slot `ordinal`;
+ *                                                kind 1, the piece of index frame `ordinal` to come
  *   INSERT       7, parent, h, before            insert h into parent before `before` (0: append)
  *   REMOVE       8, h                            detach h (and forget it)
  *   SET_TEXT     9, h, value
- *   SET_ATTRS   10, h, attrCount, (name, value, attrNs, prefix) × attrCount   (a provisional element's attributes)
+ *   SET_ATTRS   10, h, attrs                     (a provisional element's attributes)
  *   INSERT_TEXT 11, h, offset, text             insert text into h's data at offset (UTF-16 units): one part of a
  *                                               text whose parts arrive apart, in any order
+ *   APPEND_NEW  12, parent                       append the node this batch created last (INSERT's commonest case)
  *
- * `ns` is 0 html, 1 svg, 2 mathml, or the namespace URI as a string; `attrNs` and `prefix` are '' for none.
+ * `ns` is 0 html, 1 svg, 2 mathml, or the namespace URI as a string. `attrs` is a count n, then n × (name, value)
+ * when n ≥ 0, or −n × (name, value, attrNs, prefix) when n < 0 (some attribute has a namespace; '' for none).
  */
 export type DomOps = Array<number | string>;
 export const DOM_OP = {
@@ -55,6 +62,7 @@ export const DOM_OP = {
   SET_TEXT: 9,
   SET_ATTRS: 10,
   INSERT_TEXT: 11,
+  APPEND_NEW: 12,
 } as const;
 
 

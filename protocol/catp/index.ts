@@ -17,7 +17,7 @@ export { encodeRaw, RawAssembler, RAW_MAX_EXPANSION, RAW_META_BYTES } from './ra
 export type { EncodedRaw } from './raw';
 export { StreamLoad, STREAM_TAIL_MS } from './stream-load';
 export type { BlockSummary, Displayable, FrameRecord, ReceivedBlock, StreamEnd, StreamEvent, StreamLoadOptions, StreamMode, StreamStep, StreamSummary } from './stream-load';
-export { CatpTreeBuilder, Parse5TreeBuilder, parse5Sink, parse5TreeBuilder } from './tree';
+export { CatpTreeBuilder, Parse5TreeBuilder, parse5Sink, parse5TreeBuilder, placeholderTitle } from './tree';
 export type { CatpTreeSink } from './tree';
 
 import type { EncodedPage } from './encoder';

@@ -30,8 +30,11 @@ export interface CatpTreeSink<H> {
   doctype(name: string, publicId: string, systemId: string): H;
   /** The content fragment of a template element (created on first call). */
   templateContent(template: H): H;
-  /** A detached placeholder element (`<catp-missing>`): kind 'slot' (text to come) or 'index' (a piece to come). */
-  placeholder(kind: 'slot' | 'index', label: string): H;
+  /**
+   * A detached placeholder element (`<catp-missing>`): kind 'slot' (text to come: the slot's number) or 'index' (a
+   * piece to come: its index frame's ordinal). Its title says which (placeholderTitle).
+   */
+  placeholder(kind: 'slot' | 'index', ordinal: number): H;
   /** Insert `node` into `parent` before `before` (null: at the end). */
   insertBefore(parent: H, node: H, before: H | null): void;
   remove(node: H): void;
@@ -185,7 +188,7 @@ export class CatpTreeBuilder<H> {
           break;
         case 'text-slot': {
           const h = this.sink.text('');
-          const ph = nd.ref.stream === STREAM.VISIBLE ? this.sink.placeholder('slot', `waiting for slot ${nd.ref.slot}`) : null;
+          const ph = nd.ref.stream === STREAM.VISIBLE ? this.sink.placeholder('slot', nd.ref.slot) : null;
           this.place(nd.parent, nd.n, h, ph === null ? [] : [ph]);
           this.addSlot(nd.ref, 'text', nd.n, h, null, ph);
           break;
@@ -204,7 +207,7 @@ export class CatpTreeBuilder<H> {
     if (p.ordinal > 0 && p.nodes.length > 0 && !this.pieces.has(p.ordinal - 1)) {
       const first = this.nodes.get(p.firstNode) as NodeState<H>;
       const parentState = this.nodes.get(p.nodes[0].parent) as NodeState<H>;
-      const ph = this.sink.placeholder('index', `waiting for index frame ${p.ordinal - 1}`);
+      const ph = this.sink.placeholder('index', p.ordinal - 1);
       this.sink.insertBefore(parentState.h, ph, this.lead(p.firstNode));
       first.fronts.unshift(ph);
       this.gaps.set(p.ordinal, { ph, node: p.firstNode });
@@ -286,6 +289,11 @@ type P5Node = DefaultTreeAdapterMap['node'];
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
 
 /** A sink that builds a parse5 default-tree-adapter document (or fragment). */
+/** A placeholder's title (the renderer's DomOpApplier writes the same). */
+export function placeholderTitle(kind: 'slot' | 'index', ordinal: number): string {
+  return kind === 'slot' ? `waiting for slot ${ordinal}` : `waiting for index frame ${ordinal}`;
+}
+
 export const parse5Sink: CatpTreeSink<P5Node> = {
   reset(fragment, mode) {
     if (fragment) return defaultTreeAdapter.createDocumentFragment();
@@ -320,10 +328,10 @@ export const parse5Sink: CatpTreeSink<P5Node> = {
     defaultTreeAdapter.setTemplateContent(t, content);
     return content;
   },
-  placeholder(kind, label) {
+  placeholder(kind, ordinal) {
     return defaultTreeAdapter.createElement('catp-missing', NS_HTML as DefaultTreeAdapterMap['element']['namespaceURI'], [
       { name: 'data-catp-kind', value: kind },
-      { name: 'title', value: label },
+      { name: 'title', value: placeholderTitle(kind, ordinal) },
     ]);
   },
   insertBefore(parent, node, before) {

@@ -102,4 +102,22 @@ maybe('DOM operations applied in Chromium', () => {
       expect([k, serializeDump(got.tree)]).toEqual([k, s.expected]);
     }
   });
+
+  test('a batch the applier cannot read is counted, and the batches after it keep their handles', async () => {
+    const E = 1, TEXT = 2, RESET = 0, APPEND_NEW = 12;
+    const batches = [
+      [1, RESET, 0, 0, E, 'html', 0, 0, APPEND_NEW, 0],
+      ['x', E, 'head', 0, 0], // no handle count: refused whole
+      [2, E, 'body', 0, 5, 'a'], // five attributes announced, half of one there: refused from there on
+      [3, APPEND_NEW, 1], // nothing created yet in this batch: nothing to append
+      [3, E, 'body', 0, 1, 'class', 'x', APPEND_NEW, 1, TEXT, 'hi', APPEND_NEW, 3],
+    ];
+    const got = (await head.page.evaluate(`(async () => {
+      const doc = document.getElementById('f').contentDocument;
+      const applier = new window.DomOpApplier(doc);
+      for (const b of ${JSON.stringify(batches)}) await new Promise((ok) => applier.push(b, ok));
+      return { html: doc.documentElement.outerHTML, bad: applier.bad };
+    })()`)) as { html: string; bad: number };
+    expect(got).toEqual({ html: '<html><body class="x">hi</body></html>', bad: 3 });
+  });
 });
