@@ -12,6 +12,11 @@ export const HTML_NS = 'http://www.w3.org/1999/xhtml';
 const PLACEHOLDER_TAG_NAME = 'catp-missing';
 export const PLACEHOLDER_TAG = PLACEHOLDER_TAG_NAME;
 const NS = [HTML_NS, 'http://www.w3.org/2000/svg', 'http://www.w3.org/1998/Math/MathML'];
+/** How many array entries each operation of a fixed layout takes (api.ts, DomOps). */
+const OP_WIDTH: Record<number, number> = {
+  [DOM_OP.RESET]: 3, [DOM_OP.TEXT]: 2, [DOM_OP.COMMENT]: 2, [DOM_OP.DOCTYPE]: 4, [DOM_OP.CONTENT]: 2, [DOM_OP.PLACEHOLDER]: 3,
+  [DOM_OP.INSERT]: 4, [DOM_OP.REMOVE]: 2, [DOM_OP.SET_TEXT]: 3, [DOM_OP.INSERT_TEXT]: 4, [DOM_OP.APPEND_NEW]: 2,
+};
 const MODES: DocumentMode[] = ['no-quirks', 'quirks', 'limited-quirks'];
 // Flat colours: a gradient would be re-rasterized and show up as a visible change that is not one. One stylesheet
 // adopted by the page's document (not a node of its tree) styles every placeholder: a style attribute on each was
@@ -55,6 +60,9 @@ export class DomOpApplier {
   private nextHandle = 1;
   private last = 0;
   private readonly queue: Batch[] = [];
+  /** Handles that queued batches remove (noteRemovals), and slot placeholders never built, each with its node. */
+  private readonly removals = new Set<number>();
+  private readonly unbuilt = new Map<number, number>();
   /**
    * Inserts into the live document, held until the end of the slice (or until an operation needs them done), in
    * order. A piece's nodes come parent first: inserted at once, each new child went into the live document on its
@@ -71,6 +79,8 @@ export class DomOpApplier {
   fallbacks = 0;
   /** Placeholders in the document now. */
   placeholders = 0;
+  /** Slot placeholders never built: their text was queued behind them (noteRemovals). */
+  skipped = 0;
   /** Longest slice so far (ms), and slices run. */
   longestSliceMs = 0;
   slices = 0;
@@ -88,7 +98,35 @@ export class DomOpApplier {
       return;
     }
     this.queue.push({ ops, at: 0, done });
+    this.noteRemovals(ops);
     this.schedule();
+  }
+
+  /**
+   * The handles a queued batch removes. A slot's placeholder whose removal is already queued when it is made is
+   * never built: its text has come (a backlog: the page arrives faster than it is built), and building it, putting
+   * it in the document and taking it out again would only cost the main thread and show nothing new.
+   */
+  private noteRemovals(ops: DomOps): void {
+    for (let at = 1; at < ops.length; ) {
+      const op = ops[at];
+      if (op === DOM_OP.REMOVE) {
+        const h = ops[at + 1];
+        if (typeof h === 'number') this.removals.add(h);
+        at += 2;
+        continue;
+      }
+      const fixed = OP_WIDTH[op as number];
+      if (fixed !== undefined) {
+        at += fixed;
+        continue;
+      }
+      // ELEMENT and SET_ATTRS: their attributes' count says how far they reach
+      const countAt = op === DOM_OP.ELEMENT ? at + 3 : op === DOM_OP.SET_ATTRS ? at + 2 : -1;
+      const n = countAt < 0 ? NaN : ops[countAt];
+      if (typeof n !== 'number' || !Number.isInteger(n)) return; // unreadable: step() will say so
+      at = countAt + 1 + Math.abs(n) * (n < 0 ? 4 : 2);
+    }
   }
 
   /** Applies everything queued now, without slicing (tests, and the end of a load). */
@@ -273,6 +311,12 @@ export class DomOpApplier {
         const kind = ops[at + 1];
         const ordinal = ops[at + 2];
         if ((kind !== 0 && kind !== 1) || typeof ordinal !== 'number') return fail();
+        if (kind === 0 && this.removals.has(this.nextHandle)) {
+          this.unbuilt.set(this.nextHandle, 0);
+          this.created(null);
+          this.skipped++;
+          return at + 3;
+        }
         const ph = doc.createElement(PLACEHOLDER_TAG);
         ph.setAttribute('data-catp-kind', kind === 1 ? 'index' : 'slot');
         // the same title as protocol/catp/tree.ts placeholderTitle (the renderer takes only types from protocol/)
@@ -292,9 +336,16 @@ export class DomOpApplier {
         return at + 2;
       }
       case DOM_OP.INSERT: {
+        const nodeH = ops[at + 2];
+        let beforeH = ops[at + 3];
+        if (typeof nodeH === 'number' && this.unbuilt.has(nodeH)) {
+          // a slot's placeholder goes right before its text node (tree.ts place): what goes before it goes there
+          if (this.unbuilt.get(nodeH) === 0 && typeof beforeH === 'number') this.unbuilt.set(nodeH, beforeH);
+          return at + 4;
+        }
+        if (typeof beforeH === 'number' && this.unbuilt.has(beforeH)) beforeH = this.unbuilt.get(beforeH)!;
         const parent = this.node(ops[at + 1]);
-        const node = this.node(ops[at + 2]);
-        const beforeH = ops[at + 3];
+        const node = this.node(nodeH);
         const before = beforeH === 0 ? null : this.node(beforeH);
         if (parent === null || node === null || (before === null && beforeH !== 0)) {
           this.bad++;
@@ -305,8 +356,12 @@ export class DomOpApplier {
         return at + 4;
       }
       case DOM_OP.REMOVE: {
-        this.attachHeld(); // the node, or the one a held insert goes before, may be among them
         const h = ops[at + 1];
+        if (typeof h === 'number') {
+          this.removals.delete(h);
+          if (this.unbuilt.delete(h)) return at + 2;
+        }
+        this.attachHeld(); // the node, or the one a held insert goes before, may be among them
         const node = this.node(h);
         if (node === null) {
           this.bad++;

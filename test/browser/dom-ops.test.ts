@@ -103,6 +103,47 @@ maybe('DOM operations applied in Chromium', () => {
     }
   });
 
+  test('batches queued faster than they are built: placeholders whose text is queued are never built, the tree is the same', async () => {
+    const page = encodePage(HTML, { sha256, maxPayload: 300 });
+    // reverse order (every index piece before the one it follows) and a shuffled one: fills arrive before and after
+    // their placeholders, and later pieces go in before nodes whose placeholders were never built
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const shuffled = [...page.frames];
+    for (let i = shuffled.length - 1; i > 0; i--) {
+      const j = Math.floor(rand() * (i + 1));
+      [shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!];
+    }
+    for (const order of [[...page.frames].reverse(), shuffled, page.frames]) {
+      const asm = new CatpAssembler({ sha256 });
+      asm.start(0);
+      const recorder = new DomOpRecorder();
+      const tree = new CatpTreeBuilder(recorder);
+      const model = parse5TreeBuilder();
+      const batches: DomOps[] = [];
+      for (const f of order) {
+        asm.receive(f, 0);
+        for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
+          tree.apply(ev);
+          model.apply(ev);
+        }
+        const ops = recorder.take();
+        if (ops.length > 0) batches.push(ops);
+      }
+      expect(asm.finished).toBe(true);
+      const got = (await head.page.evaluate(`(async () => {
+        const doc = document.getElementById('f').contentDocument;
+        const applier = new window.DomOpApplier(doc);
+        const all = ${JSON.stringify(batches)};
+        await Promise.all(all.map((b) => new Promise((ok) => applier.push(b, ok))));
+        return { tree: window.dumpDocument(doc, 'no-quirks'), bad: applier.bad, skipped: applier.skipped, placeholders: applier.placeholders };
+      })()`)) as { tree: DumpNode; bad: number; skipped: number; placeholders: number };
+      expect({ bad: got.bad, placeholders: got.placeholders }).toEqual({ bad: 0, placeholders: 0 });
+      expect(got.skipped).toBeGreaterThan(0);
+      expect(serializeDump(got.tree)).toBe(serialize(model.root!));
+    }
+  });
+
   test('a batch the applier cannot read is counted, and the batches after it keep their handles', async () => {
     const E = 1, TEXT = 2, RESET = 0, APPEND_NEW = 12;
     const batches = [
