@@ -7,7 +7,7 @@ import { packageRoot } from '../../native';
 import { defaultStoreDir, PayloadStore } from '../payload-store';
 import { BrowserService, type BrowserServiceOptions } from './service';
 import { startShellServer, type ShellServer } from './shell-server';
-import { warmUpLoadPath } from './warm-up';
+import { warmUpInBackground } from './warm-up';
 import { HostError } from '../errors';
 
 export function defaultRendererDir(): string {
@@ -48,13 +48,7 @@ export async function startBrowserSession(options: BrowserSessionOptions = {}): 
   const shell = await startShellServer(service, { rendererDir, ...(options.unixSocket ? { unixSocket: options.unixSocket } : {}) });
   service.setViewUrl(shell.viewUrl);
   // while the shell (Chromium, Electron) starts: the first page's frames then meet compiled code (warm-up.ts)
-  setTimeout(() => {
-    try {
-      warmUpLoadPath();
-    } catch {
-      // only a head start: a load that follows runs the same code and reports its own errors
-    }
-  }, 0).unref();
+  void warmUpInBackground(() => service.currentLoadId !== null);
   return {
     service,
     shell,

@@ -3,7 +3,7 @@
 // completes both ways; a failure throws.
 import { parse, serialize } from 'parse5';
 
-import { warmUpLoadPath, WARM_UP_PAGE } from '../../../app/browser/warm-up';
+import { warmUpInBackground, warmUpLoadPath, WARM_UP_PAGE } from '../../../app/browser/warm-up';
 
 test('the warm-up page completes over CATP (several index and data frames, DOM operations) and in-order (its markup)', () => {
   const { catp, inorder } = warmUpLoadPath(1);
@@ -24,4 +24,22 @@ test('every round completes (a second warm-up is as good as the first)', () => {
 test('the warm-up page is what a real page is made of: head, styles, links, lists, a table, images, SVG, comments', () => {
   const html = serialize(parse(WARM_UP_PAGE, { scriptingEnabled: false }));
   for (const tag of ['<style>', '<link ', '<script>', '<a href=', '<ul>', '<table>', '<img ', '<svg ', '<!--']) expect(html).toContain(tag);
+});
+
+test('in the background it runs its rounds a turn of the event loop each, and stops when a load begins', async () => {
+  expect(await warmUpInBackground(() => false, 4)).toBe(4);
+  // other work of the event loop goes on between rounds (here a chain of its own): the shell is never kept waiting
+  let turns = 0;
+  let stop = false;
+  const tick = () => {
+    turns++;
+    if (!stop) setImmediate(tick);
+  };
+  setImmediate(tick);
+  // busy after the second round: the load's own frames take over
+  let asked = 0;
+  expect(await warmUpInBackground(() => ++asked > 2, 10)).toBe(2);
+  stop = true;
+  expect(turns).toBeGreaterThanOrEqual(2);
+  expect(await warmUpInBackground(() => true)).toBe(0);
 });
