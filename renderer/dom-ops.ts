@@ -325,6 +325,7 @@ export class DomOpApplier {
         return at + 3;
       }
       case DOM_OP.APPEND_NEW: {
+        if (this.unbuilt.has(this.last)) return at + 2; // (the recorder appends no slot placeholder this way)
         const parent = this.node(ops[at + 1]);
         const node = this.last === 0 ? null : this.node(this.last);
         if (parent === null || node === null) {

@@ -288,12 +288,12 @@ function plainAttr(a: IndexAttr): CatpAttr {
 type P5Node = DefaultTreeAdapterMap['node'];
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
 
-/** A sink that builds a parse5 default-tree-adapter document (or fragment). */
 /** A placeholder's title (the renderer's DomOpApplier writes the same). */
 export function placeholderTitle(kind: 'slot' | 'index', ordinal: number): string {
   return kind === 'slot' ? `waiting for slot ${ordinal}` : `waiting for index frame ${ordinal}`;
 }
 
+/** A sink that builds a parse5 default-tree-adapter document (or fragment). */
 export const parse5Sink: CatpTreeSink<P5Node> = {
   reset(fragment, mode) {
     if (fragment) return defaultTreeAdapter.createDocumentFragment();
