@@ -16,6 +16,7 @@ import { serializeDump } from '../../app/browser/wire';
 import { CatpAssembler, CatpTreeBuilder, encodePage, parse5TreeBuilder } from '../../protocol/catp';
 import type { DomOps, DumpNode } from '../../protocol/browser/api';
 import { sha256 } from '../../platform/sha256';
+import { rng, shuffle } from '../helpers/catp-util';
 import { chromiumPresent } from './helpers';
 import { describeIf } from '../helpers/requires';
 
@@ -27,6 +28,29 @@ const rows = Array.from({ length: 30 }, (_, i) => `<tr><td>${i}</td><td>cell <b>
 const HTML = `<!DOCTYPE html><html><head><title>ops</title><style>td{padding:2px}</style></head><body>
 <h1 id=top>Held inserts</h1>${Array.from({ length: 12 }, (_, i) => `<section><h2>S${i}</h2><p>Para ${i} with <a href="#top">a link</a> and <em>words</em>. ${'lorem ipsum '.repeat(20)}</p><ul><li>a${i}</li><li>b${i}</li></ul></section>`).join('\n')}
 <table>${rows}</table><template><i>t</i></template><svg viewBox="0 0 1 1"><circle r="1"/></svg><pre>${'line\n'.repeat(200)}</pre></body></html>`;
+
+/**
+ * The frames, in this order, through an assembler, the host's recorder and parse5's builder fed the same events:
+ * each `dom` batch with parse5's tree when it was taken, and the tree at the end.
+ */
+function record(frames: readonly Uint8Array[]): { steps: Array<{ ops: DomOps; expected: string }>; finished: boolean; final: string } {
+  const asm = new CatpAssembler({ sha256 });
+  asm.start(0);
+  const recorder = new DomOpRecorder();
+  const tree = new CatpTreeBuilder(recorder);
+  const model = parse5TreeBuilder();
+  const steps: Array<{ ops: DomOps; expected: string }> = [];
+  for (const f of frames) {
+    asm.receive(f, 0);
+    for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
+      tree.apply(ev);
+      model.apply(ev);
+    }
+    const ops = recorder.take();
+    if (ops.length > 0) steps.push({ ops, expected: serialize(model.root!) });
+  }
+  return { steps, finished: asm.finished, final: serialize(model.root!) };
+}
 
 maybe('DOM operations applied in Chromium', () => {
   let server: Server;
@@ -71,22 +95,8 @@ maybe('DOM operations applied in Chromium', () => {
   test('frames in reverse order: after every batch the live document is the builder’s tree', async () => {
     const page = encodePage(HTML, { sha256, maxPayload: 300 });
     expect(page.indexFrames).toBeGreaterThan(3);
-    const asm = new CatpAssembler({ sha256 });
-    asm.start(0);
-    const recorder = new DomOpRecorder();
-    const tree = new CatpTreeBuilder(recorder);
-    const model = parse5TreeBuilder();
-    const steps: Array<{ ops: DomOps; expected: string }> = [];
-    for (const f of [...page.frames].reverse()) {
-      asm.receive(f, 0);
-      for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
-        tree.apply(ev);
-        model.apply(ev);
-      }
-      const ops = recorder.take();
-      if (ops.length > 0) steps.push({ ops, expected: serialize(model.root!) });
-    }
-    expect(asm.finished).toBe(true);
+    const { steps, finished } = record([...page.frames].reverse());
+    expect(finished).toBe(true);
     expect(steps.length).toBeGreaterThanOrEqual(page.indexFrames);
     // index placeholders were there mid-way, and went
     expect(steps.some((s) => s.expected.includes('data-catp-kind="index"'))).toBe(true);
@@ -107,30 +117,10 @@ maybe('DOM operations applied in Chromium', () => {
     const page = encodePage(HTML, { sha256, maxPayload: 300 });
     // reverse order (every index piece before the one it follows) and a shuffled one: fills arrive before and after
     // their placeholders, and later pieces go in before nodes whose placeholders were never built
-    let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-    const shuffled = [...page.frames];
-    for (let i = shuffled.length - 1; i > 0; i--) {
-      const j = Math.floor(rand() * (i + 1));
-      [shuffled[i], shuffled[j]] = [shuffled[j]!, shuffled[i]!];
-    }
-    for (const order of [[...page.frames].reverse(), shuffled, page.frames]) {
-      const asm = new CatpAssembler({ sha256 });
-      asm.start(0);
-      const recorder = new DomOpRecorder();
-      const tree = new CatpTreeBuilder(recorder);
-      const model = parse5TreeBuilder();
-      const batches: DomOps[] = [];
-      for (const f of order) {
-        asm.receive(f, 0);
-        for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) {
-          tree.apply(ev);
-          model.apply(ev);
-        }
-        const ops = recorder.take();
-        if (ops.length > 0) batches.push(ops);
-      }
-      expect(asm.finished).toBe(true);
+    for (const order of [[...page.frames].reverse(), shuffle([...page.frames], rng(7)), page.frames]) {
+      const { steps, finished, final } = record(order);
+      const batches = steps.map((st) => st.ops);
+      expect(finished).toBe(true);
       const got = (await head.page.evaluate(`(async () => {
         const doc = document.getElementById('f').contentDocument;
         const applier = new window.DomOpApplier(doc);
@@ -140,7 +130,7 @@ maybe('DOM operations applied in Chromium', () => {
       })()`)) as { tree: DumpNode; bad: number; skipped: number; placeholders: number };
       expect({ bad: got.bad, placeholders: got.placeholders }).toEqual({ bad: 0, placeholders: 0 });
       expect(got.skipped).toBeGreaterThan(0);
-      expect(serializeDump(got.tree)).toBe(serialize(model.root!));
+      expect(serializeDump(got.tree)).toBe(final);
     }
   });
 
