@@ -177,6 +177,7 @@ export class RateController {
     this.minWindow = (opts.minWindowFrames ?? 4) * opts.frameBytes;
     this.initialRtt = opts.initialRttMs ?? 100;
     this.startRtt = this.initialRtt;
+    this.slowStartWindow = this.initialWindow;
     this.maxRate = opts.maxRate ?? Infinity;
     this.minRate = Math.min(opts.minRate ?? 1, this.maxRate);
     this.bwWindow = opts.bwWindowRounds ?? 10;
@@ -223,11 +224,20 @@ export class RateController {
     if (bw === 0) r = this.initialPacing(Number.isFinite(this.minRtt) ? this.minRtt : this.startRtt);
     else {
       r = this.gain() * bw;
-      if (this.firstFlightFloor()) r = Math.max(r, this.initialPacing(this.startRtt));
+      if (this.firstFlightFloor()) r = Math.max(r, this.initialPacing(this.startRtt), this.slowStartPacing());
     }
     const stalls = this.stallCount(nowMs);
     if (stalls > 0) r /= 2 ** stalls;
     return Math.max(this.minRate, Math.min(this.maxRate, r));
+  }
+
+  /**
+   * Slow start's window over the least RTT, twice (Linux paces TCP in slow start at 2 × cwnd / srtt), no faster
+   * than the dispersion hint: the estimate lags the rate sent at by a round trip or more, and pacing at 2.885 × the
+   * estimate alone held the first rounds of a fast path below what the window allowed.
+   */
+  private slowStartPacing(): number {
+    return Math.min((2 * this.slowStartWindow) / this.minRttMs, this.startRate);
   }
 
   /** The initial window over `rttMs` at the current gain, no faster than the dispersion hint (`seedRate`). */
@@ -246,7 +256,7 @@ export class RateController {
     // the window also covers the longest recent gap between acks, or a path whose RTT is below it (loopback, a
     // LAN, a client busy painting) never fills — BBR's extra_acked, measured more simply
     const w = Math.max(this.minWindow, gain * bw * (this.minRttMs + Math.min(MAX_ACK_ALLOWANCE_MS, this.ackGapRecent())));
-    return this.firstFlightFloor() ? Math.max(w, this.initialWindow) : w;
+    return this.firstFlightFloor() ? Math.max(w, this.slowStartWindow) : w;
   }
 
   /**
@@ -425,6 +435,14 @@ export class RateController {
   private stallsSeen = 0;
   /** The largest send so far, bytes. */
   private largestSend = 0;
+  /**
+   * Startup's window grows by every byte a report says was delivered, from the initial window, as TCP's slow start
+   * and Linux's BBR in startup grow theirs: the model's window (gain × estimate × RTT) follows the estimate, which
+   * lags the sending rate by a round trip or more, and on a fast path the initial window held the first rounds to
+   * it (10 MB/s, 5 ms: ~9 KB per 10 ms for two rounds, where TCP sent 15 and 30).
+   */
+  private slowStartWindow: number;
+  private lastDelivered = 0;
 
   private inflightNow(): number {
     const n = this.sendAt.length;
@@ -467,6 +485,10 @@ export class RateController {
     if (sendIdx <= this.latestAcked || sendIdx >= this.sendAt.length) return; // stale or reordered report
     this.latestAcked = sendIdx;
     this.lastProgressAt = nowMs;
+    if (deliveredBytes > this.lastDelivered) {
+      if (this.firstFlightFloor()) this.slowStartWindow += deliveredBytes - this.lastDelivered;
+      this.lastDelivered = deliveredBytes;
+    }
     this.stallsSeen = 0;
     if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
     if (rttMs >= 0) this.takeRtt(nowMs, rttMs, this.sendCum[sendIdx] - (sendIdx > 0 ? this.sendCum[sendIdx - 1] : 0));

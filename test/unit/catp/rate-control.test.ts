@@ -370,6 +370,20 @@ describe('after a first flight (address validation: a few frames, then a pause u
     expect(paused.completeAt).toBeLessThanOrEqual(unpaused.completeAt * 1.1);
   });
 
+  test('a 10 MB/s, 5 ms path: startup grows its window and pacing with every report, as TCP\'s slow start does, and sends nearly as much in its first round trips', () => {
+    // the lab's generated page as the server frames it (~1,050-byte frames), woken as the server wakes it
+    const enc = encodePage(new TextEncoder().encode(generatePage(1_000_000)), { sha256, codec });
+    const sender = new RepairSender(enc.frames, enc.indexFrames, { requestId: ID });
+    const res = runBottleneck(sender, new CatpAssembler({ sha256, codec, requestId: ID }), { rate: 10_000, delayMs: 5, firstFlight: FIRST_FLIGHT, timerLateMs: 1.2 });
+    expect(res.completeAt).not.toBeNull();
+    // TCP's slow start over the same four round trips (~10 ms each): its initial window of 14,600 bytes one RTT after
+    // the handshake, then twice as much each round trip after (14.6 + 29.2 + 58.4 KB; the first flight comes on top)
+    const tcp = 14_600 + 29_200 + 58_400;
+    const sentBy = (ms: number) => res.departures.filter((d) => d.at < ms).reduce((a, d) => a + d.bytes, 0);
+    // (the bottleneck passed 90 KB by 40 ms; 57 KB when the estimate alone set startup's pace and window)
+    expect(sentBy(40)).toBeGreaterThan(0.8 * tcp);
+  });
+
   test('a 10 kB/s path shows its serialization in the first RTT sample: the samples rule at once, the window is not held at ten frames', () => {
     const paused = load(10, 10, 60_000, true);
     expect(paused.windows[0]).toBeLessThan(paused.initialWindow);
