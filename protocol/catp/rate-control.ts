@@ -28,8 +28,9 @@
  * ack gap, ≤ 40 ms), at least `minWindowFrames`; before the first sample, `initialWindowFrames` (like TCP's
  * initial window, RFC 6928), paced over the assumed initial RTT, or a handshake's, and no faster than a dispersion
  * rate (`seedRate`) when the server read one from the client's first two datagrams; after a first flight, startup
- * keeps that window and pacing (the dispersion rate's bound included) while the RTTs stay at the handshake's
- * (`firstFlightFloor`).
+ * keeps at least that window and pacing (the dispersion rate's bound included) while the RTTs stay at the
+ * handshake's (`firstFlightFloor`), and meanwhile grows the window by every byte delivered and paces at no less than
+ * twice it over the min RTT, as TCP's slow start (`slowStartWindow`).
  *
  * Backing off. Congestion: a round with data to send that lost more than the random baseline (quiet samples'
  * loss, outside startup) plus max(`congestionLoss`, 3 standard deviations), with a queue in sight (the round's
@@ -485,12 +486,12 @@ export class RateController {
     if (sendIdx <= this.latestAcked || sendIdx >= this.sendAt.length) return; // stale or reordered report
     this.latestAcked = sendIdx;
     this.lastProgressAt = nowMs;
+    this.stallsSeen = 0;
+    if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
     if (deliveredBytes > this.lastDelivered) {
       if (this.firstFlightFloor()) this.slowStartWindow += deliveredBytes - this.lastDelivered;
       this.lastDelivered = deliveredBytes;
     }
-    this.stallsSeen = 0;
-    if (this.seeded && rttMs > this.startRtt * 1.25 + 2) this.pathShownSlow = true;
     if (rttMs >= 0) this.takeRtt(nowMs, rttMs, this.sendCum[sendIdx] - (sendIdx > 0 ? this.sendCum[sendIdx - 1] : 0));
     if (rttMs >= 0 && this.state === 'startup') this.startupQueue(nowMs, rttMs, sendIdx);
     if (this.state === 'probe_rtt') this.probeRtt(nowMs);
