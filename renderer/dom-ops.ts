@@ -188,6 +188,12 @@ export class DomOpApplier {
     this.attach.length = 0;
   }
 
+  /** An insert: held until the slice ends when it goes into the live document, done at once into a detached subtree. */
+  private place(parent: Node, node: Node, before: Node | null): void {
+    if (parent.isConnected) this.attach.push({ parent, node, before });
+    else this.insert(parent, node, before);
+  }
+
   private insert(parent: Node, node: Node, before: Node | null): void {
     try {
       parent.insertBefore(node, before !== null && before.parentNode === parent ? before : null);
@@ -332,8 +338,7 @@ export class DomOpApplier {
           this.bad++;
           return at + 2;
         }
-        if (parent.isConnected) this.attach.push({ parent, node, before: null });
-        else this.insert(parent, node, null);
+        this.place(parent, node, null);
         return at + 2;
       }
       case DOM_OP.INSERT: {
@@ -352,8 +357,7 @@ export class DomOpApplier {
           this.bad++;
           return at + 4;
         }
-        if (parent.isConnected) this.attach.push({ parent, node, before });
-        else this.insert(parent, node, before);
+        this.place(parent, node, before);
         return at + 4;
       }
       case DOM_OP.REMOVE: {
