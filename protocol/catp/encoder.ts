@@ -520,33 +520,16 @@ function encodeOnce(
   };
   const packedSize = (bytes: Uint8Array, effort: 'search' | 'final'): number => CHECK_BYTES + packPayload(bytes, codec, effort).length;
 
-  // The unit just after the first node that shows text in the body (and the blocks its slot introduces), skipping
-  // text its own markup hides: the piece it falls in ends there when a frame holds that much, so the top of the
-  // page paints from that index frame and the block behind it instead of waiting for a whole frame of index. That
-  // piece is the first, or the second when the head fills a frame on its own (a third of the corpus's pages).
-  const attrValue = (a: IndexAttr): string => (a.slot ? utf8Decoder.decode(flat.slots[a.slot.slot].bytes) : a.value);
+  // The unit just after the first node that shows text in the body (firstShownText), with the blocks its slot
+  // introduces: the piece it falls in ends there when a frame holds that much, so the top of the page paints from
+  // that index frame and the block behind it instead of waiting for a whole frame of index. That piece is the
+  // first, or the one after the head's when the head fills a frame on its own (a third of the corpus's pages).
+  const shownNode = opts.firstPiece === 'full' ? -1 : firstShownText(flat);
   const firstShownCut = ((): number => {
-    for (let i = 0; i < nodes.length; i++) {
-      const nd = nodes[i];
-      const text =
-        (nd.kind === 'text' && nd.value.trim() !== '') ||
-        (nd.kind === 'text-slot' && nd.ref.stream === STREAM.VISIBLE && flat.slots[nd.ref.slot].bytes.some((b) => b > 0x20));
-      if (!text) continue;
-      let inBody = false;
-      for (let p = nd.parent; p > 0; p = nodes[p - 1].parent) {
-        const a = nodes[p - 1];
-        if (a.kind === 'content' || (a.kind === 'element' && (NO_PAINT.has(a.tagName) || hiddenInline(a.attrs, attrValue)))) break;
-        if (a.kind === 'element' && a.tagName === 'body') {
-          inBody = true;
-          break;
-        }
-      }
-      if (!inBody) continue;
-      let u = units.indexOf(nd.n) + 1;
-      while (u < units.length && units[u] < 0) u++;
-      return u;
-    }
-    return 0;
+    if (shownNode < 0) return 0;
+    let u = units.indexOf(shownNode) + 1;
+    while (u < units.length && units[u] < 0) u++;
+    return u;
   })();
 
   const partition = (margin: number): Range[] => {
@@ -590,7 +573,7 @@ function encodeOnce(
         if (units[from] >= 0) throw new NodeTooLarge(units[from]);
         throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block description does not fit an index frame');
       }
-      if (opts.firstPiece !== 'full' && firstShownCut > from && fits(firstShownCut - from)) {
+      if (firstShownCut > from && fits(firstShownCut - from)) {
         const r = range(firstShownCut - from);
         ranges.push(r);
         from = firstShownCut;
@@ -735,6 +718,27 @@ function hiddenInline(attrs: readonly IndexAttr[], valueOf: (a: IndexAttr) => st
     if (a.name === 'hidden' || (a.name === 'style' && HIDING_STYLE.test(valueOf(a)))) return true;
   }
   return false;
+}
+
+/**
+ * The node number of the first node that shows text in the body (non-blank text, not inside `<head>`, `<script>`,
+ * `<style>`, `<template>`, `<title>`, `<noscript>` or an element its own markup hides), or -1.
+ */
+function firstShownText(flat: Flat): number {
+  const { nodes } = flat;
+  const attrValue = (a: IndexAttr): string => (a.slot ? utf8Decoder.decode(flat.slots[a.slot.slot].bytes) : a.value);
+  for (const nd of nodes) {
+    const text =
+      (nd.kind === 'text' && nd.value.trim() !== '') ||
+      (nd.kind === 'text-slot' && nd.ref.stream === STREAM.VISIBLE && flat.slots[nd.ref.slot].bytes.some((b) => b > 0x20));
+    if (!text) continue;
+    for (let p = nd.parent; p > 0; p = nodes[p - 1].parent) {
+      const a = nodes[p - 1];
+      if (a.kind === 'content' || (a.kind === 'element' && (NO_PAINT.has(a.tagName) || hiddenInline(a.attrs, attrValue)))) break;
+      if (a.kind === 'element' && a.tagName === 'body') return nd.n;
+    }
+  }
+  return -1;
 }
 
 /** The slots a node carries (an element's long attribute values, or the node's own text / comment). */
