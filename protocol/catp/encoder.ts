@@ -523,7 +523,7 @@ function encodeOnce(
   // The unit just after the first node that shows text in the body (firstShownText), with the blocks its slot
   // introduces: the piece it falls in ends there when a frame holds that much, so the top of the page paints from
   // that index frame and the block behind it instead of waiting for a whole frame of index. That piece is the
-  // first, or the one after the head's when the head fills a frame on its own (a third of the corpus's pages).
+  // first, or the one after the head's when the head fills a frame on its own (32 of the 87 corpus pages).
   const shownNode = opts.firstPiece === 'full' ? -1 : firstShownText(flat);
   const firstShownCut = ((): number => {
     if (shownNode < 0) return 0;
