@@ -1,7 +1,8 @@
 /**
  * CATP benchmark over the real-pages corpus: encode and assemble throughput (MB/s of HTML), index and all wire
  * bytes as a percentage of the page's bytes and against the page's gzip size, where the index's (decoded) bytes
- * go, frames per page, and the browser host's whole path per frame (assembling, the tree builder's DOM operations,
+ * go, frames per page, the bytes sent before the first text the body shows is on hand (CATP against one brotli
+ * stream of the page), and the browser host's whole path per frame (assembling, the tree builder's DOM operations,
  * their JSON for the renderer). Prints a table and writes bench/results/catp.json.
  * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
  * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
@@ -18,6 +19,7 @@ import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
 import { gitCommit } from '../commit';
+import { catpFirstText, streamFirstText } from './first-text';
 
 
 function corpus(): string | null {
@@ -69,7 +71,7 @@ function main(): void {
   const quality = Number(process.env.CATP_BENCH_QUALITY ?? 11);
   const codec = hostCodec({ finalQuality: quality });
   const zlibCodec = brotliCodec(zlib, { finalQuality: quality });
-  const rows: Array<Record<string, number | string | boolean>> = [];
+  const rows: Array<Record<string, number | string | boolean | null>> = [];
   let totBytes = 0;
   let encMs = 0;
   let asmMs = 0;
@@ -87,6 +89,8 @@ function main(): void {
   let totHeaders = 0;
   const where: Record<string, number> = {};
   const framesPer: number[] = [];
+  /** Per page: bytes before the first shown body text is on hand, CATP's and one brotli stream's. */
+  const firstText: Array<{ catp: number; stream: number }> = [];
   console.log(`encoding ${files.length} pages (brotli final quality ${quality}; frames decoded by ${codec.decoder}, and by node-zlib beside it) ...`);
   for (const f of files) {
     const bytes = new Uint8Array(fs.readFileSync(path.join(dir, f)));
@@ -158,6 +162,9 @@ function main(): void {
     hostMs += (performance.now() - t) / reps;
     domJson += json;
     const wire = page.frames.reduce((n, fr) => n + fr.length, 0);
+    const ftCatp = catpFirstText(page.frames, sha256, codec);
+    const ftStream = streamFirstText(new TextDecoder().decode(bytes));
+    if (ftCatp && ftStream !== null) firstText.push({ catp: ftCatp.bytes, stream: ftStream });
     const indexWire = page.indexBytes + page.indexFrames * 32;
     const gz = zlib.gzipSync(bytes).length;
     totBytes += bytes.length;
@@ -181,6 +188,9 @@ function main(): void {
       indexPct: +((100 * indexWire) / bytes.length).toFixed(1),
       wirePct: +((100 * wire) / bytes.length).toFixed(1),
       wireVsGzip: +(wire / gz).toFixed(2),
+      firstTextBytes: ftCatp?.bytes ?? null,
+      firstTextFrames: ftCatp?.frames ?? null,
+      firstTextStreamBytes: ftStream,
       encodeMs: +enc.toFixed(2),
       assembleMs: +asm.toFixed(2),
       complete: ok,
@@ -217,9 +227,22 @@ function main(): void {
     framesPerPage: { median: pct(framesPer, 50), p90: pct(framesPer, 90), max: Math.max(...framesPer) },
     indexPctPerPage: { median: pct(rows.map((r) => r.indexPct as number), 50), p90: pct(rows.map((r) => r.indexPct as number), 90) },
     wireVsGzipPerPage: { median: pct(rows.map((r) => r.wireVsGzip as number), 50), p90: pct(rows.map((r) => r.wireVsGzip as number), 90) },
+    /**
+     * Bytes sent before the first text the body shows is on hand (bench/catp/first-text.ts), over the pages that
+     * have one: CATP's frames in send order, and one brotli stream of the page up to that text (what in-order UDP
+     * and TCP carry at least); and per page CATP's over the stream's.
+     */
+    firstTextBytes: {
+      pages: firstText.length,
+      catpMedian: pct(firstText.map((x) => x.catp), 50),
+      catpP90: pct(firstText.map((x) => x.catp), 90),
+      streamMedian: pct(firstText.map((x) => x.stream), 50),
+      streamP90: pct(firstText.map((x) => x.stream), 90),
+      catpOverStreamMedian: +pct(firstText.map((x) => x.catp / x.stream), 50).toFixed(2),
+    },
     allComplete: rows.every((r) => r.complete),
   };
-  console.log('page'.padEnd(44), 'bytes'.padStart(9), 'frames'.padStart(7), 'index'.padStart(6), 'index%'.padStart(7), 'wire%'.padStart(7), 'xgzip'.padStart(6), 'enc ms'.padStart(8), 'asm ms'.padStart(8));
+  console.log('page'.padEnd(44), 'bytes'.padStart(9), 'frames'.padStart(7), 'index'.padStart(6), 'index%'.padStart(7), 'wire%'.padStart(7), 'xgzip'.padStart(6), '1st txt'.padStart(8), 'stream'.padStart(7), 'enc ms'.padStart(8), 'asm ms'.padStart(8));
   for (const r of rows) {
     console.log(
       String(r.page).slice(0, 44).padEnd(44),
@@ -229,6 +252,8 @@ function main(): void {
       String(r.indexPct).padStart(7),
       String(r.wirePct).padStart(7),
       String(r.wireVsGzip).padStart(6),
+      String(r.firstTextBytes ?? '-').padStart(8),
+      String(r.firstTextStreamBytes ?? '-').padStart(7),
       String(r.encodeMs).padStart(8),
       String(r.assembleMs).padStart(8),
     );
