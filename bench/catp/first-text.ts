@@ -4,31 +4,23 @@
 //
 // "Shown": a non-blank text node under <body>, not inside <head>, <script>, <style>, <template>, <title> or
 // <noscript>, nor under an element its own markup hides (`hidden`, an inline display: none or visibility: hidden).
-// Read from the tree itself, not from the encoder, so it also checks the encoder's first-text cut.
+// The same definition as the encoder's first-text cut (protocol/catp/encoder.ts hidesText), read from the assembled
+// tree itself, so the measure also checks that cut.
 import * as zlib from 'node:zlib';
 import * as parse5 from 'parse5';
 import type { DefaultTreeAdapterMap } from 'parse5';
 
-import { CatpAssembler, type FrameCodec, parse5TreeBuilder } from '../../protocol/catp';
+import { CatpAssembler, type FrameCodec, hidesText, parse5TreeBuilder } from '../../protocol/catp';
 
 type Node = DefaultTreeAdapterMap['node'];
-type Element = DefaultTreeAdapterMap['element'];
 type Text = DefaultTreeAdapterMap['textNode'];
-
-const NO_PAINT = new Set(['head', 'script', 'style', 'template', 'title', 'noscript']);
-const HIDING_STYLE = /(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\s*(?:!important\s*)?(?:;|$)/i;
-
-function hides(el: Element): boolean {
-  if (NO_PAINT.has(el.tagName)) return true;
-  return el.attrs.some((a) => !a.namespace && (a.name === 'hidden' || (a.name === 'style' && HIDING_STYLE.test(a.value))));
-}
 
 /** The first shown text node of a parse5 tree, in document order, or null. */
 export function firstShownText(root: Node): Text | null {
   const walk = (n: Node, inBody: boolean): Text | null => {
     if (n.nodeName === '#text') return inBody && /\S/.test((n as Text).value) ? (n as Text) : null;
     if ('tagName' in n) {
-      if (hides(n)) return null;
+      if (hidesText(n.tagName, n.attrs)) return null;
       if (n.tagName === 'body') inBody = true;
     }
     for (const c of ('childNodes' in n ? n.childNodes : []) as Node[]) {

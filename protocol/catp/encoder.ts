@@ -36,6 +36,7 @@ import type { DefaultTreeAdapterMap } from 'parse5';
 import { CATP_ERR, LocalProtocolError } from './errors';
 import {
   BLOCK_DIGEST_BYTES,
+  CatpAttr,
   ChainEntry,
   DEFAULT_INDEX_LIMITS,
   DocumentMode,
@@ -709,10 +710,13 @@ const NO_PAINT = new Set(['head', 'script', 'style', 'template', 'title', 'noscr
 const HIDING_STYLE = /(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\s*(?:!important\s*)?(?:;|$)/i;
 
 /**
- * Whether an element's own markup hides it: a `hidden` attribute, or an inline style of display: none or
- * visibility: hidden. `valueOf` gives an attribute's whole value (a long one rides in a slot).
+ * Whether no text under this element shows: it is one whose text never paints (`<head>`, `<script>`, `<style>`,
+ * `<template>`, `<title>`, `<noscript>`), or its own markup hides it (a `hidden` attribute, an inline style of
+ * display: none or visibility: hidden). `valueOf` gives an attribute's whole value (in the index a long one rides
+ * in a slot). The encoder's first-text cut and bench/catp's measure of it share this one definition.
  */
-function hiddenInline(attrs: readonly IndexAttr[], valueOf: (a: IndexAttr) => string): boolean {
+export function hidesText<A extends CatpAttr>(tagName: string, attrs: readonly A[], valueOf: (a: A) => string = (a) => a.value): boolean {
+  if (NO_PAINT.has(tagName)) return true;
   for (const a of attrs) {
     if (a.namespace) continue;
     if (a.name === 'hidden' || (a.name === 'style' && HIDING_STYLE.test(valueOf(a)))) return true;
@@ -734,7 +738,7 @@ function firstShownText(flat: Flat): number {
     if (!text) continue;
     for (let p = nd.parent; p > 0; p = nodes[p - 1].parent) {
       const a = nodes[p - 1];
-      if (a.kind === 'content' || (a.kind === 'element' && (NO_PAINT.has(a.tagName) || hiddenInline(a.attrs, attrValue)))) break;
+      if (a.kind === 'content' || (a.kind === 'element' && hidesText(a.tagName, a.attrs, attrValue))) break;
       if (a.kind === 'element' && a.tagName === 'body') return nd.n;
     }
   }
