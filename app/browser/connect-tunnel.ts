@@ -1,17 +1,21 @@
 // The shell's CONNECT tunnels: how an image, stylesheet, font or media on another https:// origin reaches the page
 // frame. The frame's browser uses the shell server as its proxy (chromium.ts onlyToFlags); a `CONNECT other:443`
-// is answered here, for an origin the page names a sub-resource on, with a certificate of this launch's own (the
-// frame's browser trusts it by its key alone, for these tunnels only). Inside the tunnel TLS ends here, and each
-// request, its Host the tunnel's origin, is handed to the shell, which fetches it through the host (checking the
-// real origin's certificate); nothing else is tunnelled anywhere.
+// is answered here, for an origin the page names a sub-resource or a frame on, with a certificate of this launch's
+// own (the frame's browser trusts it by its key alone, for these tunnels only). Inside the tunnel TLS ends here, and
+// each request, its Host the tunnel's origin, is handed to the shell, which fetches a sub-resource through the host
+// (checking the real origin's certificate) and answers a frame's navigation with no document; nothing else is
+// tunnelled anywhere.
 import { X509Certificate, createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { TLSSocket, createSecureContext, type SecureContext } from 'node:tls';
 
 export interface ConnectTunnelOptions {
-  /** Whether the page shown names a sub-resource on `origin` (https://host:port): only then is a tunnel opened. */
-  namesSubresourcesOn: (origin: string) => boolean;
+  /**
+   * Whether the page shown names a sub-resource or a frame on `origin` (https://host:port): only then is a tunnel
+   * opened (inside it, a frame's navigation is answered with no document, a sub-resource fetched if named as one).
+   */
+  opensTo: (origin: string) => boolean;
   /** A request inside a tunnel, for `target` (the tunnel's origin + the request's path). */
   onRequest: (target: string, req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** Counts a refusal by reason (proxied: a CONNECT refused; wrong-host: a request for another origin than its tunnel's). */
@@ -56,7 +60,7 @@ export async function startConnectTunnels(options: ConnectTunnelOptions): Promis
 
   const onConnect = (req: IncomingMessage, socket: Socket, head: Buffer) => {
     // A CONNECT through the proxy (https://, wss://): answered here, with our own certificate, for an origin the
-    // page names a sub-resource on; nothing else is tunnelled anywhere.
+    // page names a sub-resource or a frame on; nothing else is tunnelled anywhere.
     let origin: string | null = null;
     try {
       const u = new URL(`https://${req.url ?? ''}`);
@@ -64,7 +68,7 @@ export async function startConnectTunnels(options: ConnectTunnelOptions): Promis
     } catch {
       origin = null;
     }
-    if (origin === null || !options.namesSubresourcesOn(origin)) {
+    if (origin === null || !options.opensTo(origin)) {
       count('proxied');
       socket.destroy();
       return;

@@ -71,8 +71,13 @@ const SRC_SUBRESOURCE = new Set(['img', 'image', 'source', 'video', 'audio', 'tr
 /** `<link rel>` values that make the link load a passive sub-resource (not prefetch, preconnect, manifest, script). */
 const LINK_SUBRESOURCE = new Set(['stylesheet', 'icon', 'apple-touch-icon', 'apple-touch-icon-precomposed', 'mask-icon', 'preload']);
 
+/** Elements whose `src` is a document a nested frame navigates to. */
+const FRAME_TAGS = new Set(['iframe', 'frame']);
+/** Most frame URLs one page may name (each may open a tunnel that answers its navigation with no document). */
+export const MAX_FRAME_NAMES = 1024;
+
 /** Elements whose tag decides what a URL attribute set on them later loads (a <base> included). */
-const TAGS_THAT_MATTER = new Set([...SRC_SUBRESOURCE, 'link', 'use', 'video', 'base']);
+const TAGS_THAT_MATTER = new Set([...SRC_SUBRESOURCE, ...FRAME_TAGS, 'link', 'use', 'video', 'base']);
 
 /** Whether `tagName` must be remembered for attributes a CATP slot fills later (others read the same untagged). */
 export function tagMatters(tagName: string): boolean {
@@ -104,6 +109,9 @@ export class PageNames {
   private readonly subresources = new Set<string>();
   /** The origins of those (a tunnel to an https:// origin is answered only for one of them). */
   private readonly subOrigins = new Set<string>();
+  /** The `src` of the page's frames, as written, and the origins they resolve to (FRAME_TAGS). */
+  private readonly frames = new Set<string>();
+  private readonly frameOrigins = new Set<string>();
   /** What the page wrote, as written, and whether it loads a sub-resource (a <base> that arrives later re-resolves them). */
   private readonly raw = new Map<string, boolean>();
   private readonly bases: string[];
@@ -139,6 +147,27 @@ export class PageNames {
     return this.subOrigins.has(origin);
   }
 
+  /**
+   * Whether the page names a frame on `origin`: a tunnel to it is opened too, so that the frame's navigation is
+   * answered with no document (frame-origin.ts, nestedFrame) instead of failing into Chromium's error page.
+   */
+  namesFramesOn(origin: string): boolean {
+    return this.frameOrigins.has(origin);
+  }
+
+  /** A frame's `src`, relative to the page (or its <base>). */
+  private frame(raw: string): void {
+    if (this.frames.has(raw) || this.frames.size >= MAX_FRAME_NAMES) return;
+    this.frames.add(raw);
+    for (const b of this.bases) this.frameOrigin(normal(raw, b));
+  }
+
+  private frameOrigin(n: string | null): void {
+    if (n === null) return;
+    const origin = new URL(n).origin;
+    if (origin !== 'null') this.frameOrigins.add(origin);
+  }
+
   /** A URL the page wrote, relative to the page (or its <base>); `sub`: it loads a sub-resource. */
   add(raw: string, sub = false): void {
     const had = this.raw.get(raw);
@@ -162,6 +191,7 @@ export class PageNames {
     if (b === null || this.bases.includes(b) || this.bases.length > 4) return;
     this.bases.push(b);
     for (const [r, sub] of this.raw) this.keep(normal(r, b), sub);
+    for (const r of this.frames) this.frameOrigin(normal(r, b));
   }
 
   /** An element of the page's tree: its URL attributes and inline style. */
@@ -169,6 +199,7 @@ export class PageNames {
     for (const a of attrs) {
       const name = a.name.toLowerCase();
       if (tagName === 'base' && name === 'href') this.addBase(a.value);
+      if (name === 'src' && FRAME_TAGS.has(tagName)) this.frame(a.value);
       if (URL_ATTRS.has(name)) this.add(a.value, loadsSubresource(tagName, name, attrs));
       else if (SRCSET_ATTRS.has(name)) {
         const sub = loadsSubresource(tagName, name, attrs);

@@ -284,6 +284,11 @@ export class BrowserService {
     return this.current?.names.namesSubresourcesOn(origin) ?? false;
   }
 
+  /** Whether the page being shown names a frame on `origin` (an https:// origin whose navigation a tunnel answers). */
+  namesFramesOn(origin: string): boolean {
+    return this.current?.names.namesFramesOn(origin) ?? false;
+  }
+
   /** The URL of the page being shown. */
   get currentUrl(): string | null {
     return this.current?.url ?? null;

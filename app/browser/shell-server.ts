@@ -75,7 +75,8 @@ export interface ShellServer {
    * for another origin through the proxy-to-nowhere (proxied), /view/ fetches of another origin (cross-origin) or
    * of a URL the page does not name (not-named); a sub-resource on another origin the page does not name as one
    * (not-named), over http:// for an https:// page (mixed-content), or on a less public address than the page's
-   * (private-network); the page frame or its sub-resources asked for on the app's origin (wrong-origin).
+   * (private-network); the page frame or its sub-resources asked for on the app's origin (wrong-origin); a frame the
+   * page nests navigating anywhere (nested-frame: answered 204, no document).
    */
   readonly refused: Record<string, number>;
   /** Sub-resources fetched from other origins than the page's, by the channel that carried them (udp, tcp, http, https). */
@@ -112,7 +113,7 @@ export async function startShellServer(service: BrowserService, options: ShellSe
   });
   // https:// sub-resources of other origins: CONNECT tunnels this server answers itself (connect-tunnel.ts)
   const tunnels = await startConnectTunnels({
-    namesSubresourcesOn: (origin) => service.namesSubresourcesOn(origin),
+    opensTo: (origin) => service.namesSubresourcesOn(origin) || service.namesFramesOn(origin),
     onRequest: (target, req, res) => frameRoutes.anotherOrigin(target, req, res),
     count,
   });

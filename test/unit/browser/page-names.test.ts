@@ -122,6 +122,27 @@ describe('page names', () => {
     expect(n.allowsSubresource(other('/both.png'))).toBe(true);
   });
 
+  test('the origins of the frames a page nests (a tunnel answers their navigation), not sub-resources', () => {
+    const n = new PageNames(PAGE);
+    new HtmlNameScanner(n).write(`<iframe src="https://ads.test/slot.html"></iframe><frameset><frame src="https://player.test/p"></frameset>
+<a href="https://link.test/x">a</a><img src="https://cdn.test/i.png">`, true);
+    expect(n.namesFramesOn('https://ads.test')).toBe(true);
+    expect(n.namesFramesOn('https://player.test')).toBe(true);
+    for (const o of ['https://link.test', 'https://cdn.test', 'https://example.test']) expect([o, n.namesFramesOn(o)]).toEqual([o, false]);
+    expect(n.allowsSubresource('https://ads.test/slot.html')).toBe(false);
+    expect(n.namesSubresourcesOn('https://ads.test')).toBe(false);
+    // a relative frame resolves against a <base> that comes later too
+    n.element('iframe', [{ name: 'src', value: 'embed/1' }]);
+    n.addBase('https://base.test/');
+    expect(n.namesFramesOn('https://base.test')).toBe(true);
+    // a frame's src that a CATP slot fills later is read with its tag
+    const rec = new DomOpRecorder(n);
+    rec.reset(false, 'no-quirks');
+    const f = rec.element('iframe', 'http://www.w3.org/1999/xhtml', []);
+    rec.setAttrs(f, [{ name: 'src', value: 'https://late.test/' + 'x'.repeat(300) }]);
+    expect(n.namesFramesOn('https://late.test')).toBe(true);
+  });
+
   test('an attribute a CATP slot fills later is read with its element\'s tag and rel', () => {
     const names = new PageNames(PAGE);
     const rec = new DomOpRecorder(names);
