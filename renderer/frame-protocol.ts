@@ -15,7 +15,7 @@ export type ToFrame =
   | { t: 'text'; loadId: number; text: string }
   /** A whole answer: HTML for the parser, or something shown as an image, text or a note. */
   | { t: 'whole'; loadId: number; html: boolean; text: string; contentType: string }
-  /** The load is over: close the written document, apply what is queued, then say 'settled'. */
+  /** The load is over: close the written document, let what is queued be applied, then say 'settled'. */
   | { t: 'finish'; loadId: number; complete: boolean }
   | { t: 'dump'; id: number; mode: DocumentMode | null }
   | { t: 'scroll-to'; id: string };

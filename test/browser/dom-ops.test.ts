@@ -134,6 +134,48 @@ maybe('DOM operations applied in Chromium', () => {
     }
   });
 
+  test('frames a page nests go in two a slice (each makes a document), and the tree is the same', async () => {
+    const html = `<!DOCTYPE html><html><head><title>frames</title></head><body>${Array.from({ length: 20 }, (_, i) => `<p>ad ${i}</p><iframe title="f${i}"></iframe>`).join('')}<p>end</p></body></html>`;
+    const { steps, final } = record(encodePage(html, { sha256 }).frames);
+    const got = (await head.page.evaluate(`(async () => {
+      const doc = document.getElementById('f').contentDocument;
+      const applier = new window.DomOpApplier(doc);
+      // what each task put in the document: a MutationObserver's records come after each task that made them
+      let most = 0;
+      const mo = new MutationObserver((records) => {
+        let n = 0;
+        for (const r of records) for (const a of r.addedNodes) n += a.nodeName === 'IFRAME' ? 1 : a.querySelectorAll ? a.querySelectorAll('iframe').length : 0;
+        most = Math.max(most, n);
+      });
+      mo.observe(doc, { childList: true, subtree: true });
+      for (const b of ${JSON.stringify(steps.map((st) => st.ops))}) applier.push(b);
+      await applier.whenIdle();
+      await new Promise((ok) => setTimeout(ok, 0));
+      mo.disconnect();
+      return { tree: window.dumpDocument(doc, 'no-quirks'), bad: applier.bad, most, frames: doc.querySelectorAll('iframe').length };
+    })()`)) as { tree: DumpNode; bad: number; most: number; frames: number };
+    expect({ bad: got.bad, frames: got.frames }).toEqual({ bad: 0, frames: 20 });
+    expect(got.most).toBeGreaterThan(0);
+    expect(got.most).toBeLessThanOrEqual(2);
+    expect(serializeDump(got.tree)).toBe(final);
+  });
+
+  test('stopped (another load took the document), nothing queued is applied and its waiters are let go', async () => {
+    const page = encodePage(HTML, { sha256, maxPayload: 300 });
+    const { steps } = record(page.frames);
+    const got = (await head.page.evaluate(`(async () => {
+      const doc = document.getElementById('f').contentDocument;
+      while (doc.firstChild) doc.removeChild(doc.firstChild);
+      const applier = new window.DomOpApplier(doc);
+      for (const b of ${JSON.stringify(steps.map((st) => st.ops))}) applier.push(b);
+      applier.stop();
+      await applier.whenIdle();
+      await new Promise((ok) => setTimeout(ok, 50));
+      return { children: doc.childNodes.length, idle: applier.idle };
+    })()`)) as { children: number; idle: boolean };
+    expect(got).toEqual({ children: 0, idle: true });
+  });
+
   test('a batch the applier cannot read is counted, and the batches after it keep their handles', async () => {
     const E = 1, TEXT = 2, RESET = 0, APPEND_NEW = 12;
     const batches = [
