@@ -141,7 +141,7 @@ export class DomOpApplier {
     }
   }
 
-  /** Applies everything queued now, without slicing (tests, and the end of a load). */
+  /** Applies everything queued now, without slicing (tests; a load that ends lets its backlog go on in slices). */
   flush(): void {
     while (this.queue.length > 0) this.slice(Infinity);
     this.releaseIdle();
