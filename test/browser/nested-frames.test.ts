@@ -69,7 +69,7 @@ maybe('frames the page nests', () => {
     expect(connections).toBe(0);
   });
 
-  test('the tunnel opens for an origin the page names a frame on, and for no other', async () => {
+  test('the origin of a frame the page names is named as one (a tunnel opens for it), and no other', async () => {
     await rig.load('frames.html', 'catp');
     const service = rig.session.service;
     expect(service.namesFramesOn(`https://127.0.0.1:${canary}`)).toBe(true);
