@@ -5,9 +5,9 @@
 // no DHTTP datagram or TCP connection goes there). A canary on loopback counts connections and datagrams, not
 // just requests.
 import * as dgram from 'node:dgram';
-import { createServer, type Server } from 'node:net';
 
 import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
+import { startCanary, type Canary } from '../helpers/canary';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -30,38 +30,26 @@ function page(canary: number): string {
 
 maybe('a page reaches nothing but its own origin', () => {
   let rig: Rig;
-  let tcp: Server;
-  let udp: dgram.Socket;
-  let connections = 0;
-  let datagrams = 0;
-  let canary = 0;
+  let canary: Canary;
 
   beforeAll(async () => {
-    tcp = createServer((s) => {
-      connections++;
-      s.destroy();
-    });
-    await new Promise<void>((ok) => tcp.listen(0, '127.0.0.1', ok));
-    canary = (tcp.address() as { port: number }).port;
-    udp = dgram.createSocket('udp4');
-    udp.on('message', () => datagrams++);
-    await new Promise<void>((ok) => udp.bind(canary, '127.0.0.1', ok));
-    rig = await startRig({ extraFiles: { 'reach.html': page(canary) } });
+    canary = await startCanary();
+    rig = await startRig({ extraFiles: { 'reach.html': page(canary.port) } });
   });
   afterAll(async () => {
     await rig?.close();
-    tcp?.close();
-    udp?.close();
+    canary?.close();
   });
 
   test('the canary counts what reaches it (control)', async () => {
     const { connect } = await import('node:net');
-    await new Promise<void>((ok) => connect(canary, '127.0.0.1').once('close', () => ok()).once('error', () => ok()));
-    await new Promise<void>((ok) => udp.send(Buffer.from('x'), canary, '127.0.0.1', () => ok()));
+    await new Promise<void>((ok) => connect(canary.port, '127.0.0.1').once('close', () => ok()).once('error', () => ok()));
+    const udp = dgram.createSocket('udp4');
+    await new Promise<void>((ok) => udp.send(Buffer.from('x'), canary.port, '127.0.0.1', () => ok()));
+    udp.close();
     await new Promise((r) => setTimeout(r, 100));
-    expect([connections, datagrams]).toEqual([1, 1]);
-    connections = 0;
-    datagrams = 0;
+    expect([canary.connections, canary.datagrams]).toEqual([1, 1]);
+    canary.reset();
   });
 
   test.each(['catp', 'inorder', 'tcp'] as const)('%s: no connection and no datagram reach the other origin', async (transport) => {
@@ -72,7 +60,7 @@ maybe('a page reaches nothing but its own origin', () => {
     // the page is there; what it names elsewhere had time to be tried
     expect(await pageFrame(rig.page).locator('#h').textContent()).toBe('a page that names another origin');
     await rig.page.waitForTimeout(1500);
-    expect({ connections, datagrams }).toEqual({ connections: 0, datagrams: 0 });
+    expect({ connections: canary.connections, datagrams: canary.datagrams }).toEqual({ connections: 0, datagrams: 0 });
     // the host refused the two /view/ fetches of another origin, and counted them
     const refused = rig.session.shell.refused;
     expect((refused['cross-origin'] ?? 0) - (before['cross-origin'] ?? 0)).toBeGreaterThanOrEqual(2);

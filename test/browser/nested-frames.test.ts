@@ -3,9 +3,8 @@
 // about:blank document. Blocked by the page frame's CSP instead, each one became Chromium's error page (an
 // "is blocked" document with its own scripts, chrome-error://chromewebdata/) in the page's renderer, a few tens of
 // ms of its main thread apiece while the page was being built. A canary on loopback shows no connection leaves.
-import { createServer, type Server } from 'node:net';
-
 import { chromiumPresent, startRig, type Rig, pageFrame } from './helpers';
+import { startCanary, type Canary } from '../helpers/canary';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
@@ -34,22 +33,15 @@ async function frameUrl(rig: Rig, id: string): Promise<string | null> {
 
 maybe('frames the page nests', () => {
   let rig: Rig;
-  let tcp: Server;
-  let connections = 0;
-  let canary = 0;
+  let canary: Canary;
 
   beforeAll(async () => {
-    tcp = createServer((s) => {
-      connections++;
-      s.destroy();
-    });
-    await new Promise<void>((ok) => tcp.listen(0, '127.0.0.1', ok));
-    canary = (tcp.address() as { port: number }).port;
-    rig = await startRig({ extraFiles: { 'frames.html': page(canary) } });
+    canary = await startCanary();
+    rig = await startRig({ extraFiles: { 'frames.html': page(canary.port) } });
   });
   afterAll(async () => {
     await rig?.close();
-    tcp?.close();
+    canary?.close();
   });
 
   test.each(['catp', 'inorder', 'tcp'] as const)('%s: each keeps an empty document, no error page, and nothing leaves', async (transport) => {
@@ -66,14 +58,14 @@ maybe('frames the page nests', () => {
     expect((shell.refused['nested-frame'] ?? 0) - before).toBe(3);
     await rig.page.waitForTimeout(300);
     for (const id of ['f-http', 'f-https', 'f-root', 'f-none']) expect([id, await frameUrl(rig, id)]).toEqual([id, 'about:blank']);
-    expect(connections).toBe(0);
+    expect(canary.connections).toBe(0);
   });
 
   test('the origin of a frame the page names is named as one (a tunnel opens for it), and no other', async () => {
     await rig.load('frames.html', 'catp');
     const service = rig.session.service;
-    expect(service.namesFramesOn(`https://127.0.0.1:${canary}`)).toBe(true);
+    expect(service.namesFramesOn(`https://127.0.0.1:${canary.port}`)).toBe(true);
     expect(service.namesFramesOn('https://elsewhere.test')).toBe(false);
-    expect(service.namesSubresourcesOn(`https://127.0.0.1:${canary}`)).toBe(false);
+    expect(service.namesSubresourcesOn(`https://127.0.0.1:${canary.port}`)).toBe(false);
   });
 });

@@ -1,11 +1,10 @@
 // Private Network Access in the host (app/address-space.ts): a fetch made for a page is refused before anything is
 // sent when its origin resolves to an address less public than the page's — over DHTTP, plain HTTP/1.1 and TLS.
 // A canary on loopback counts TCP connections and UDP datagrams, not just requests.
-import * as dgram from 'node:dgram';
-import { createServer, type Server } from 'node:net';
 
 import { DhttpHost } from '../../app';
 import { addressSpaceOf, mayReach } from '../../app/address-space';
+import { startCanary, type Canary } from '../helpers/canary';
 
 jest.setTimeout(30_000);
 
@@ -29,29 +28,18 @@ describe('address spaces', () => {
 });
 
 describe('the host refuses a less public address before sending anything', () => {
-  let tcp: Server;
-  let udp: dgram.Socket;
+  let canary: Canary;
   let host: DhttpHost;
   let port = 0;
-  let connections = 0;
-  let datagrams = 0;
 
   beforeAll(async () => {
-    tcp = createServer((s) => {
-      connections++;
-      s.destroy();
-    });
-    await new Promise<void>((ok) => tcp.listen(0, '127.0.0.1', ok));
-    port = (tcp.address() as { port: number }).port;
-    udp = dgram.createSocket('udp4');
-    udp.on('message', () => datagrams++);
-    await new Promise<void>((ok) => udp.bind(port, '127.0.0.1', ok));
+    canary = await startCanary();
+    port = canary.port;
     host = new DhttpHost({ client: { initialTimeoutMs: 100, maxResends: 1, fallbackAfterResends: 1 } });
   });
   afterAll(() => {
     host?.close();
-    tcp?.close();
-    udp?.close();
+    canary?.close();
   });
 
   test.each(['dhttp', 'http', 'https'])('%s:// from a public page to loopback: HOST_ERR_PRIVATE_NETWORK, no packet', async (scheme) => {
@@ -59,12 +47,12 @@ describe('the host refuses a less public address before sending anything', () =>
     await expect(host.fetch(url, { reachFrom: 'public', timeoutMs: 2000 })).rejects.toMatchObject({ code: 'HOST_ERR_PRIVATE_NETWORK' });
     await expect(host.fetch(url, { reachFrom: 'private', timeoutMs: 2000 })).rejects.toMatchObject({ code: 'HOST_ERR_PRIVATE_NETWORK' });
     await new Promise((r) => setTimeout(r, 100));
-    expect({ connections, datagrams }).toEqual({ connections: 0, datagrams: 0 });
+    expect({ connections: canary.connections, datagrams: canary.datagrams }).toEqual({ connections: 0, datagrams: 0 });
   });
 
   test('control: from a loopback page the same fetch goes out (and the canary counts it)', async () => {
     await host.fetch(`http://127.0.0.1:${port}/x.png`, { reachFrom: 'loopback', timeoutMs: 2000 }).catch(() => undefined);
     await new Promise((r) => setTimeout(r, 100));
-    expect(connections).toBeGreaterThan(0);
+    expect(canary.connections).toBeGreaterThan(0);
   });
 });
