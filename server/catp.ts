@@ -11,7 +11,7 @@
 // `nextTimerAt()`, so a wake-up costs O(log n) per due session whatever the table size.
 import type * as dgram from 'dgram';
 
-import type { AmplificationBudget } from '../protocol/dhttp/address-validation';
+import { datagramOverhead, type AmplificationBudget } from '../protocol/dhttp/address-validation';
 
 import { FRAME_KIND, RepairSender, type SenderOptions } from '../protocol/catp';
 import { encodeForMode, errorCode, type CatpMode, type Encoded, type StreamCoding } from './catp-encode';
@@ -70,7 +70,7 @@ export interface CatpOptions {
   maxEncodeQueueBytes?: number;
   /**
    * A request from an address it has not proven (address validation) gets its session's first flight: as many
-   * frames as the address's 3× budget allows, then nothing until the token request proves the address, for at
+   * frames as the address's budget allows (what it sent), then nothing until the token request proves the address, for at
    * most this long (ms, default 3000; then the session ends). What a first load gains is the round trip QUIC's
    * first flight also saves: the top of the page paints while the proof travels.
    */
@@ -811,7 +811,7 @@ export class CatpSessions {
         this.end(s, false);
         return;
       }
-      sender.setSendBudget(s.budget.remaining(s.address));
+      sender.setSendBudget(s.budget.remaining(s.address), datagramOverhead(s.address));
     }
     sender.handleTimer(now);
     const resentBefore = sender.stats.resent;

@@ -9,7 +9,7 @@
 import * as dgram from 'dgram';
 import * as net from 'net';
 import { randomBytes } from 'crypto';
-import { AddressTokens, AmplificationBudget, TOKEN_ANSWER_BYTES, TOKEN_HEADER, type AmplificationCounters } from '../protocol/dhttp/address-validation';
+import { AddressTokens, AmplificationBudget, TOKEN_ANSWER_BYTES, TOKEN_HEADER, datagramOverhead, type AmplificationCounters } from '../protocol/dhttp/address-validation';
 import { ID_BYTES, MAX_DATAGRAM_PAYLOAD, MIN_CLIENT_PORT, decodePadding, decodeRequest, encodeResponse, idToHex, isPaddingDatagram } from '../protocol/dhttp/wire';
 import { FirstContactPairs } from '../protocol/dhttp/first-contact-pairs';
 import { getHeader, parseRequestDatagram, serializeResponse, type HttpRequest, type HttpResponse } from '../protocol/dhttp/http1';
@@ -333,7 +333,7 @@ class Server implements DhttpServer {
     }
     if (this.udpInFlight >= this.limits.maxUdpInFlight) {
       // Overloaded: "resend over TCP" (DHTTP paper VI-B3), on the client's own connection, which TCP's own
-      // handshake and our connection limits govern; a small answer, within the 3× budget to an unproven address.
+      // handshake and our connection limits govern; a small answer, within the budget of an unproven address.
       this.c.udpOverload++;
       this.sendUdp(encodeResponse(dreq.id, serializeResponse(retryOverTcpResponse())), rinfo, dreq.resend, proven);
       return;
@@ -363,16 +363,17 @@ class Server implements DhttpServer {
     const catpKey = mode === null ? null : CatpSessions.key(client, idHex);
     if (catpKey !== null) {
       // A stream is far more than any request. To an address that has not shown it receives there, only its
-      // first flight (what the 3× budget allows, after the token answer), and the rest once a request with the
-      // token repeats this one (address-validation.ts; protocol/README.md).
+      // first flight (what the address sent, after the token answer: its request pays for that, the copy or
+      // padding behind it for the first frame), and the rest once a request with the token repeats this one
+      // (address-validation.ts; protocol/README.md).
       if (proven && this.catp.prove(catpKey)) return;
       if (!proven) {
         if (this.catp.isUnproven(catpKey)) {
           this.refuseUnproven(id, rinfo, resend); // a repeat: our token answer may have been lost
           return;
         }
-        if (this.budget.remaining(client) < TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD || !this.catp.canStartUnproven(client)) {
-          this.refuseUnproven(id, rinfo, resend); // no room for a first flight: the token alone
+        if (this.budget.remaining(client) < TOKEN_ANSWER_BYTES + datagramOverhead(client) || !this.catp.canStartUnproven(client)) {
+          this.refuseUnproven(id, rinfo, resend); // no room for the token answer, or too many waiting: the token alone
           return;
         }
       }
@@ -479,8 +480,8 @@ class Server implements DhttpServer {
 
   /**
    * A full response (or an announcement) on the channel the chooser picks. To an unproven address (`proven`
-   * false: the request had no valid token) it carries a token, and it goes only if it fits the address's 3×
-   * budget over UDP; else the answer is "ask again with this token" (address-validation.ts).
+   * false: the request had no valid token) it carries a token, and it goes only if it fits the address's budget
+   * (what it sent) over UDP; else the answer is "ask again with this token" (address-validation.ts).
    */
   private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean, proven: boolean): void {
     const withToken = proven ? res : { ...res, headers: [...res.headers, [TOKEN_HEADER, this.tokens.issue(rinfo.address, this.now())] as [string, string]] };
@@ -496,7 +497,7 @@ class Server implements DhttpServer {
     else this.outbound.send(rinfo.address, otherPort, idHex, bytes);
   }
 
-  /** "Ask again with this token": a small answer (≤ 3× the padded request a client without a token sends). */
+  /** "Ask again with this token": a small answer (≤ the padded request a client without a token sends). */
   private refuseUnproven(id: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean): void {
     this.c.tokenRetries++;
     this.sendUdp(encodeResponse(id, serializeResponse(retryWithTokenResponse(this.tokens.issue(rinfo.address, this.now())))), rinfo, resend, false);
@@ -528,7 +529,7 @@ class Server implements DhttpServer {
     });
   }
 
-  /** One datagram; to an unproven address only within its 3× budget (else dropped and counted). */
+  /** One datagram; to an unproven address only within its budget, what it sent (else dropped and counted). */
   private sendUdp(bytes: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean, proven = false): void {
     if (!proven) {
       if (!this.budget.allows(rinfo.address, bytes.length)) {

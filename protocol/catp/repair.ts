@@ -487,11 +487,13 @@ export class RepairSender {
   private epochLost = 0;
   private epochRecv = 0;
   /**
-   * Bytes this sender may still send (null: no limit). A server sets it while the client's address is unproven
-   * (address validation: at most 3× what the address sent); a frame that does not fit waits in `parked` until the
-   * budget grows or is lifted, and meanwhile the sender asks for no send timer.
+   * Bytes this sender may still send (null: no limit), each frame counted with `budgetOverhead` more (its datagram's
+   * IP and UDP headers). A server sets it while the client's address is unproven (address validation: no more than
+   * the address sent); a frame that does not fit waits in `parked` until the budget grows or is lifted, and meanwhile
+   * the sender asks for no send timer.
    */
   private sendBudget: number | null = null;
+  private budgetOverhead = 0;
   private parked: number | undefined = undefined;
   /** Block reuse (null unless asked for). */
   readonly reuse: ReuseGate | null;
@@ -590,14 +592,20 @@ export class RepairSender {
     return true;
   }
 
-  /** Limit what this sender may still send to `bytes` (null: no limit); see `sendBudget`. */
-  setSendBudget(bytes: number | null): void {
+  /** Limit what this sender may still send to `bytes`, each frame costing its length and `perFrame` (null: no limit); see `sendBudget`. */
+  setSendBudget(bytes: number | null, perFrame = 0): void {
     this.sendBudget = bytes === null ? null : Math.max(0, Math.floor(bytes));
+    this.budgetOverhead = Math.max(0, perFrame);
+  }
+
+  /** What is left of the send budget (null: no limit). */
+  get sendBudgetLeft(): number | null {
+    return this.sendBudget;
   }
 
   /** True when the next frame waits for send budget (not for pacing, the window or a report). */
   get budgetBlocked(): boolean {
-    return this.sendBudget !== null && this.parked !== undefined && this.frames[this.parked].length > this.sendBudget;
+    return this.sendBudget !== null && this.parked !== undefined && this.frames[this.parked].length + this.budgetOverhead > this.sendBudget;
   }
 
   private hasWork(): boolean {
@@ -688,7 +696,7 @@ export class RepairSender {
       seq = this.pick();
     }
     if (seq === undefined) return null;
-    if (this.sendBudget !== null && this.frames[seq].length > this.sendBudget) {
+    if (this.sendBudget !== null && this.frames[seq].length + this.budgetOverhead > this.sendBudget) {
       this.parked = seq; // first out once the budget allows it
       return null;
     }
@@ -708,7 +716,7 @@ export class RepairSender {
     this.sendOrd[seq] = this.sends++;
     this.lastActivityAt = Math.max(this.lastActivityAt, nowMs);
     const f = this.frames[seq];
-    if (this.sendBudget !== null) this.sendBudget -= f.length;
+    if (this.sendBudget !== null) this.sendBudget -= f.length + this.budgetOverhead;
     const out = f.slice();
     out.set(this.requestId, 0);
     if (this.reuse) out[11] |= FRAME_FLAG_REUSE;
@@ -717,7 +725,7 @@ export class RepairSender {
       this.sendIdx[seq] = this.control.onSend(nowMs, cost, !this.hasWork());
       this.rate = this.control.pacingRate(nowMs);
     }
-    // An unproven address's first flight is bounded by its budget (3× the request it sent: three frames or so),
+    // An unproven address's first flight is bounded by its budget (what the address sent: a frame or so),
     // not by a round trip nobody has measured yet: it goes at once, as a QUIC server's first flight does, instead
     // of spread over the assumed 100 ms (10 MB/s, 5 ms: its third frame came 9 ms late).
     // A wake-up that came late for the pacing schedule (Node's timers fire 1 ms or more after they are due) keeps up

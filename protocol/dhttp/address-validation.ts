@@ -1,40 +1,53 @@
 // Address validation (QUIC's answer to spoofed sources, RFC 9000 §8, applied to DHTTP): a UDP source address is
-// not proven until the client shows it receives there. Until then the server sends at most 3× the bytes it
-// received from that address, never opens a TCP connection to it, and never starts a stream to it. Proof is a
-// token the server handed out at that address and the client echoes in a later request:
+// not proven until the client shows it receives there. Until then the server sends that address no more bytes than
+// it received from it (1×, counted on the wire: each datagram's IP and UDP headers with its payload; QUIC allows 3×,
+// our brief allows none), never opens a TCP connection to it, and never starts a stream to it beyond what that
+// allows. Proof is a token the server handed out at that address and the client echoes in a later request:
 //
 //   Catp-Token: 1.<bucket>.<mac>     mac = HMAC-SHA256(server key, "1|<address>|<bucket>"), first 16 bytes,
 //                                    base64url; bucket = floor(now / bucketMs), base 36
 //
 // Stateless on the server (any token it issued in the current or the previous bucket checks out against the
-// source address alone), cached per origin on the client. A client that has no token pads its request
-// datagram to MIN_UNPROVEN_REQUEST_BYTES with a Catp-Pad header, so a one-datagram answer fits the 3× budget; a
-// stream request is followed at once by a padded copy of itself (wire.ts FLAG_COPY; a resend, by a padding datagram,
-// FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES, room for the stream's first flight; the server takes the first of
-// the two to arrive as the request (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
+// source address alone), cached per origin on the client. A client that has no token pads its request datagram to
+// a full datagram (MIN_UNPROVEN_REQUEST_BYTES) with a Catp-Pad header, so a one-datagram answer fits; a stream
+// request (padded to STREAM_REQUEST_BYTES, which pays for the token answer) is followed at once by a padded copy
+// of itself (wire.ts FLAG_COPY; a resend, by a padding datagram, FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES,
+// which pays for the stream's first frame; the server takes the first of the two to arrive as the request
+// (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
 
 import { MAX_DATAGRAM_PAYLOAD } from './wire';
 
 export const TOKEN_HEADER = 'Catp-Token';
 export const PAD_HEADER = 'Catp-Pad';
-/** An unproven address gets at most this many times the bytes it sent. */
-export const AMPLIFICATION_FACTOR = 3;
-/** What the server keeps room for, for its token answer (`421`, `Dhttp-Retry: token`, `Catp-Token`: ~130 bytes). */
+/** An unproven address gets at most this many times the bytes it sent, both counted on the wire (`datagramOverhead`). */
+export const AMPLIFICATION_FACTOR = 1;
+/** IPv4 (20) and UDP (8) headers of a datagram; IPv6's are 40 and 8. */
+const IPV4_UDP_HEADER_BYTES = 28;
+const IPV6_UDP_HEADER_BYTES = 48;
+/** What a datagram to or from `address` costs the link beyond its payload (its IP and UDP headers). */
+export function datagramOverhead(address: string): number {
+  return canonicalAddress(address).includes(':') ? IPV6_UDP_HEADER_BYTES : IPV4_UDP_HEADER_BYTES;
+}
+/** What the server keeps room for, for its token answer (`421`, `Dhttp-Retry: token`, `Catp-Token`: ~150 bytes). */
 export const TOKEN_ANSWER_BYTES = 160;
 /**
- * A request datagram without a token is padded to this size (540): 3× it is room for the token answer and one
- * full datagram, so a one-datagram answer, or a stream's token answer and its first frame, may go at once. Every
- * byte of padding costs the uplink its serialization before the server can answer (120 ms for 1,200 bytes on a
- * 10,000 B/s link), so the request carries only what the first answer needs.
+ * A request datagram without a token is padded to a full datagram (1,460 bytes): any one-datagram answer fits what
+ * it received. Every byte of padding costs the uplink its serialization before the server can answer (146 ms for
+ * 1,460 bytes on a 10,000 B/s link); a client with a token pads nothing.
  */
-export const MIN_UNPROVEN_REQUEST_BYTES = Math.ceil((TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD) / AMPLIFICATION_FACTOR);
+export const MIN_UNPROVEN_REQUEST_BYTES = MAX_DATAGRAM_PAYLOAD;
 /**
- * A stream request without a token brings what its first contact sends up to this (QUIC pads its first flight to
- * 1,200 bytes) with a padded copy of itself right behind it: 3,600 bytes of budget, the stream's first flight
- * (about three frames) while the proof travels. Behind the request, not in it, so the server starts on the first
- * frame as soon as the request is in; a copy, not zeros, so a lost request costs the copy's gap, not a resend.
+ * A stream request without a token is padded to this (160): it pays for the token answer, which goes as soon as the
+ * request is in (the sooner the token is back, the sooner the proof), and no more, so that it is in soon.
  */
-export const STREAM_FIRST_CONTACT_BYTES = 1200;
+export const STREAM_REQUEST_BYTES = TOKEN_ANSWER_BYTES;
+/**
+ * A stream request without a token brings what its first contact sends up to this (1,620 bytes) with a padded copy of
+ * itself right behind it: the token answer and one full frame, the top of the page while the proof travels. Behind
+ * the request, not in it, so the token answer goes as soon as the request is in; a copy, not zeros, so a lost
+ * request costs the copy's gap, not a resend. (At QUIC's 3× the same two datagrams paid for about three frames.)
+ */
+export const STREAM_FIRST_CONTACT_BYTES = TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD;
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
 export const RETRY_TOKEN = 'token';
 
@@ -134,21 +147,23 @@ export class AddressTokens {
 export interface AmplificationCounters {
   /** addresses tracked now */
   addresses: number;
-  /** sends refused because they would pass 3× what the address sent */
+  /** sends refused because they would pass what the address sent */
   limited: number;
   limitedBytes: number;
 }
 
 interface Budget {
+  /** bytes on the wire: payloads and their datagrams' headers */
   received: number;
   sent: number;
 }
 
 /**
- * Per source address: bytes received and bytes sent to it unproven. Proof is per request (a request that carries
- * a valid token is answered in full), never remembered per address: an attacker spoofing a client that once
- * proved itself has no token and meets the budget. Bounded: the least recently seen addresses are forgotten first
- * (a forgotten address starts again from nothing received).
+ * Per source address: bytes received from it and bytes sent to it unproven, on the wire (each datagram's payload
+ * and its IP and UDP headers: an answer in two datagrams to a request in one costs one more header). Proof is per
+ * request (a request that carries a valid token is answered in full), never remembered per address: an attacker
+ * spoofing a client that once proved itself has no token and meets the budget. Bounded: the least recently seen
+ * addresses are forgotten first (a forgotten address starts again from nothing received).
  */
 export class AmplificationBudget {
   private readonly map = new Map<string, Budget>(); // Map order = least recently seen first
@@ -169,14 +184,14 @@ export class AmplificationBudget {
     return b;
   }
 
+  /** A datagram with `bytes` of payload came from `address`. */
   received(address: string, bytes: number): void {
-    this.entry(address).received += bytes;
+    this.entry(address).received += bytes + datagramOverhead(address);
   }
 
-  /** May `bytes` more go, unproven, to `address` now? While what it got stays ≤ factor × what it sent. */
+  /** May a datagram with `bytes` of payload go, unproven, to `address` now? While what it got stays ≤ factor × what it sent. */
   allows(address: string, bytes: number): boolean {
-    const b = this.map.get(canonicalAddress(address));
-    const ok = b !== undefined && b.sent + bytes <= (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received;
+    const ok = bytes + datagramOverhead(address) <= this.remaining(address);
     if (!ok) {
       this.limited++;
       this.limitedBytes += bytes;
@@ -184,15 +199,16 @@ export class AmplificationBudget {
     return ok;
   }
 
-  /** How many bytes may still go, unproven, to `address` (0 for an address never heard from). */
+  /** How many bytes, on the wire, may still go unproven to `address` (0 for an address never heard from). */
   remaining(address: string): number {
     const b = this.map.get(canonicalAddress(address));
     return b === undefined ? 0 : Math.max(0, (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received - b.sent);
   }
 
+  /** A datagram with `bytes` of payload went to `address`. */
   sent(address: string, bytes: number): void {
     const b = this.map.get(canonicalAddress(address));
-    if (b !== undefined) b.sent += bytes;
+    if (b !== undefined) b.sent += bytes + datagramOverhead(address);
   }
 
   counters(): AmplificationCounters {

@@ -4,7 +4,7 @@
 import { LocalProtocolError, ProtocolError } from '../errors';
 import type { ClientCounters } from './client-api';
 import { getHeader, serializeRequest, type HttpHeaders, type HttpResponse, type ResponseParser } from './http1';
-import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, TOKEN_HEADER } from './address-validation';
+import { MIN_UNPROVEN_REQUEST_BYTES, PAD_HEADER, TOKEN_ANSWER_BYTES, TOKEN_HEADER } from './address-validation';
 import type { Phase } from './request-phase';
 import type { DhttpResponseStream } from './stream';
 import type { Target } from './url';
@@ -96,21 +96,24 @@ export function isIpLiteral(host: string): boolean {
 }
 
 /**
- * The request as a datagram carries it: with the origin's address token, or, without one, padded so that its
- * datagram is `padTo` bytes (MIN_UNPROVEN_REQUEST_BYTES: the server may answer a small response, 3× what it received).
+ * The request as a datagram carries it: with the origin's address token (padded to TOKEN_ANSWER_BYTES if shorter: a
+ * token the server no longer takes, after a restart or two buckets, is answered with a new one, and the request
+ * pays for that answer), or, without one, padded so that its datagram is `padTo` bytes (MIN_UNPROVEN_REQUEST_BYTES,
+ * a full datagram: the server may answer with one datagram, no more than it received).
  */
 export function requestDatagramHttp(req: Req, padTo = MIN_UNPROVEN_REQUEST_BYTES): Uint8Array {
   const { path, headers, body } = req.parts;
   const token = req.origin.token;
+  const padded = (hs: [string, string][], to: number): Uint8Array => {
+    const plain = serializeRequest({ method: req.method, target: path, headers: hs, body });
+    const pad = to - (11 + plain.length + PAD_HEADER.length + 4); // "Catp-Pad: " + value + CRLF
+    return pad <= 0 ? plain : serializeRequest({ method: req.method, target: path, headers: [...hs, [PAD_HEADER, 'x'.repeat(pad)]], body });
+  };
   if (token !== null) {
-    const withToken = serializeRequest({ method: req.method, target: path, headers: [...headers, [TOKEN_HEADER, token]], body });
-    if (11 + withToken.length <= MAX_DATAGRAM_PAYLOAD) return withToken;
-    return req.http;
+    const withToken = padded([...headers, [TOKEN_HEADER, token]], TOKEN_ANSWER_BYTES);
+    return 11 + withToken.length <= MAX_DATAGRAM_PAYLOAD ? withToken : req.http;
   }
-  const padHeader = PAD_HEADER.length + 4; // "Catp-Pad: " + value + CRLF
-  const pad = padTo - (11 + req.http.length + padHeader);
-  if (pad <= 0) return req.http;
-  return serializeRequest({ method: req.method, target: path, headers: [...headers, [PAD_HEADER, 'x'.repeat(pad)]], body });
+  return padded(headers, padTo);
 }
 
 /** Remembers the address token a server handed out (any answer may carry one). */

@@ -19,7 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES, decodeResponseDatagram, encodePadding, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, TOKEN_HEADER, canonicalAddress } from './address-validation';
+import { MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES, TOKEN_HEADER, canonicalAddress } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
@@ -575,16 +575,17 @@ export class DhttpClient {
   private sendUdp(req: Req, nowMs: number): void {
     req.lastSendMs = nowMs;
     req.deadline = nowMs + this.timeoutFor(req.resends);
-    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req) });
+    const stream = req.load !== null;
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
     const to = { host: req.target.host, port: req.target.port };
     this.actions.push({ type: 'send-datagram', to, data });
     // A stream's first contact: right behind the request, room for its first flight (address-validation.ts). The
     // first time a padded copy of the request, so that a lost request costs the gap, not a resend (wire.ts
     // FLAG_COPY); a resend is followed by padding alone (a copy of a resend would be a second resend).
-    if (req.load === null || req.origin.token !== null) return;
+    if (!stream || req.origin.token !== null) return;
     const rest = STREAM_FIRST_CONTACT_BYTES - data.length;
     if (req.resends === 0) {
-      const http = requestDatagramHttp(req, Math.max(rest, MIN_UNPROVEN_REQUEST_BYTES));
+      const http = requestDatagramHttp(req, rest);
       this.actions.push({ type: 'send-datagram', to, data: encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: false, copy: true, http }) });
     } else if (rest > REQUEST_PREFIX_BYTES) this.actions.push({ type: 'send-datagram', to, data: encodePadding(req.id, this.opts.tcpPort, rest) });
   }

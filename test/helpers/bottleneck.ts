@@ -6,7 +6,25 @@
  * A bulk TCP flow (a CUBIC model, `tcp`) may share the queue, as in bench:congestion's fairness run.
  */
 import { RawAssembler, RepairSender, CatpAssembler } from '../../protocol/catp';
+import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../../protocol/dhttp/address-validation';
 import { rng } from './catp-util';
+
+/** IPv4 and UDP headers, which the server's address budget counts with every datagram. */
+const HEADERS = 28;
+/** The token answer's payload as the reference server sends it (`421`, `DHTTP-Retry: token`, `Catp-Token`). */
+const TOKEN_ANSWER = 151;
+/**
+ * A stream's first contact as the DHTTP client makes it and the server budgets it (address-validation.ts): the
+ * request (160 bytes) pays for the token answer and leaves a few bytes; the padded copy behind it (1,460) brings the
+ * budget for one full frame; each counted with its headers; the proof is the request again with the token.
+ */
+export const FIRST_CONTACT = {
+  budgetBytes: STREAM_REQUEST_BYTES + HEADERS - (TOKEN_ANSWER + HEADERS),
+  paddingBytes: STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES + HEADERS,
+  perFrame: HEADERS,
+  tokenBytes: TOKEN_ANSWER + HEADERS,
+  proofBytes: 148 + HEADERS,
+} as const;
 
 export interface BottleneckOptions {
   /** bytes per ms the queue drains at; a function of the time a packet enters the queue */
@@ -21,13 +39,15 @@ export interface BottleneckOptions {
   maxMs?: number;
   /**
    * Address validation's first contact, as the server runs it: the session starts unproven with `budgetBytes`
-   * to send (3× the padded request, less the token answer), and the proof (the repeated request) reaches the
-   * sender one handshake round trip after the token answer left: the token answer's serialization (`tokenBytes`
-   * at the link's rate), the delay down, the proof's serialization (`proofBytes`; the way up is not a queue here)
-   * and the delay up. Then the budget lifts and the sender is given that RTT (`onHandshakeRtt`), as
-   * server/catp.ts does. (The reports' own 3× allowance before the proof is left out.)
+   * to send (what the request brought, less the token answer), each frame costing `perFrame` more (its IP and UDP
+   * headers, as the server counts them), and `paddingBytes` more once the copy or padding behind the request is in
+   * (its serialization at the link's rate later). The proof (the repeated request) reaches the sender one handshake
+   * round trip after the token answer left: the token answer's serialization (`tokenBytes` at the link's rate), the
+   * delay down, the proof's serialization (`proofBytes`) and the delay up, and not before the padding ahead of it
+   * on the way up is in. Then the budget lifts and the sender is given that RTT (`onHandshakeRtt`), as
+   * server/catp.ts does. (The reports' own allowance before the proof is left out.)
    */
-  firstFlight?: { budgetBytes: number; tokenBytes?: number; proofBytes?: number };
+  firstFlight?: { budgetBytes: number; paddingBytes?: number; perFrame?: number; tokenBytes?: number; proofBytes?: number };
   /**
    * The sender's wake-ups as the server gives them (server/catp.ts): on a report, or on its timer, which Node fires
    * never sooner than 1 ms after it was armed (`setTimeout(ceil(due - now))`) and `timerLateMs` after that. Without
@@ -175,9 +195,13 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const udpStart = o.udpStartMs ?? 0;
   client.start(udpStart);
   let proofAt = Infinity;
+  let paddingAt = Infinity;
   if (o.firstFlight) {
-    sender.setSendBudget(o.firstFlight.budgetBytes);
-    proofAt = udpStart + (o.firstFlight.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs + (o.firstFlight.proofBytes ?? 170) / rateAt(0);
+    const ff = o.firstFlight;
+    sender.setSendBudget(ff.budgetBytes, ff.perFrame ?? 0);
+    if ((ff.paddingBytes ?? 0) > 0) paddingAt = udpStart + ff.paddingBytes! / rateAt(0);
+    const proofBytes = ff.proofBytes ?? 170;
+    proofAt = Math.max(udpStart + (ff.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs, paddingAt === Infinity ? 0 : paddingAt) + proofBytes / rateAt(0);
   }
   let backlog = 0;
   /** Admits `size` bytes to the queue; the time its last bit leaves, or null when lost or dropped. */
@@ -222,6 +246,12 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   };
   for (let iter = 0; iter < 50_000_000; iter++) {
     let woken = !timers || now >= wakeAt;
+    if (now >= paddingAt && proofAt !== Infinity) {
+      // what the sender has left of its budget, and the padding's bytes
+      sender.setSendBudget((sender.sendBudgetLeft ?? 0) + o.firstFlight!.paddingBytes!, o.firstFlight!.perFrame ?? 0);
+      paddingAt = Infinity;
+      woken = true;
+    }
     if (now >= proofAt) {
       sender.setSendBudget(null);
       sender.onHandshakeRtt(now, proofAt);
@@ -248,7 +278,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
     const senderAt = now < udpStart ? udpStart : timers ? (Number.isFinite(wakeAt) ? wakeAt : null) : sender.nextTimerAt();
-    const cands = [senderAt, now < udpStart ? udpStart : client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    const cands = [senderAt, now < udpStart ? udpStart : client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, Number.isFinite(paddingAt) ? paddingAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
     if (tcp) cands.push(tcpAckHead < tcpAcks.length ? tcpAcks[tcpAckHead].at : null, now < o.tcp!.startMs ? o.tcp!.startMs : now + 50);
     let next = Infinity;
     for (const c of cands) if (c !== null && c < next) next = c;

@@ -1,10 +1,10 @@
 // Address validation's parts (protocol/dhttp/address-validation.ts): HMAC against Node's, tokens bound to an
-// address and a time, the 3× budget per address.
+// address and a time, the budget per address (no more than it sent).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 
 import fc from 'fast-check';
 
-import { AddressTokens, AmplificationBudget, canonicalAddress, hmacSha256 } from '../../../protocol/dhttp/address-validation';
+import { AddressTokens, AmplificationBudget, canonicalAddress, datagramOverhead, hmacSha256 } from '../../../protocol/dhttp/address-validation';
 
 const sha256 = (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest());
 
@@ -40,18 +40,33 @@ describe('tokens', () => {
   });
 });
 
-describe('the 3× budget', () => {
-  test('an unproven address gets at most 3× what it sent (an IPv4-mapped address is the same address)', () => {
+describe('the budget: no more than the address sent, on the wire', () => {
+  test('an unproven address gets at most what it sent, each datagram with its IP and UDP headers (an IPv4-mapped address is the same address)', () => {
     const b = new AmplificationBudget();
     expect(b.allows('198.51.100.7', 1)).toBe(false); // nothing received
-    b.received('198.51.100.7', 1200);
-    expect(b.allows('::ffff:198.51.100.7', 3600)).toBe(true);
-    b.sent('198.51.100.7', 3000);
-    expect(b.allows('198.51.100.7', 601)).toBe(false);
-    expect(b.allows('198.51.100.7', 600)).toBe(true);
-    b.received('198.51.100.7', 100); // a resend
-    expect(b.allows('198.51.100.7', 900)).toBe(true);
-    expect(b.counters()).toMatchObject({ addresses: 1, limited: 2, limitedBytes: 602 });
+    b.received('198.51.100.7', 1200); // 1,228 on the wire
+    expect(b.remaining('198.51.100.7')).toBe(1228);
+    expect(b.allows('::ffff:198.51.100.7', 1201)).toBe(false);
+    expect(b.allows('::ffff:198.51.100.7', 1200)).toBe(true);
+    b.sent('198.51.100.7', 600); // 628
+    expect(b.allows('198.51.100.7', 573)).toBe(false); // 573 + 28 > 600
+    expect(b.allows('198.51.100.7', 572)).toBe(true);
+    b.sent('198.51.100.7', 572);
+    expect(b.remaining('198.51.100.7')).toBe(0);
+    b.received('198.51.100.7', 100); // a report
+    expect(b.allows('198.51.100.7', 100)).toBe(true);
+    expect(b.allows('198.51.100.7', 101)).toBe(false);
+    expect(b.counters()).toMatchObject({ addresses: 1, limited: 4, limitedBytes: 1201 + 573 + 1 + 101 });
+  });
+
+  test('over IPv6 a datagram costs 48 bytes of headers; an answer in two datagrams to one request pays for the second header', () => {
+    expect([datagramOverhead('2001:db8::1'), datagramOverhead('::ffff:10.0.0.1'), datagramOverhead('10.0.0.1')]).toEqual([48, 28, 28]);
+    const b = new AmplificationBudget();
+    b.received('2001:db8::1', 1000); // 1,048
+    expect(b.allows('2001:db8::1', 1000)).toBe(true);
+    b.sent('2001:db8::1', 500);
+    expect(b.allows('2001:db8::1', 500)).toBe(false); // 548 + 548 > 1,048
+    expect(b.allows('2001:db8::1', 452)).toBe(true);
   });
 
   test('bounded: the least recently seen addresses are forgotten', () => {
@@ -59,7 +74,8 @@ describe('the 3× budget', () => {
     for (let i = 0; i < 100; i++) b.received(`10.0.0.${i}`, 100);
     expect(b.counters().addresses).toBe(10);
     expect(b.allows('10.0.0.0', 1)).toBe(false);
-    expect(b.allows('10.0.0.99', 300)).toBe(true);
+    expect(b.allows('10.0.0.99', 100)).toBe(true);
+    expect(b.allows('10.0.0.99', 101)).toBe(false);
     expect(canonicalAddress('::FFFF:10.0.0.1')).toBe('10.0.0.1');
     expect(canonicalAddress('2001:DB8::1')).toBe('2001:db8::1');
   });
