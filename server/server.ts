@@ -89,7 +89,7 @@ export interface ServerCounters extends CatpCounters, DtdCounters, OutboundCount
   /** Client-opened TCP streams closed for malformed input, by error code. */
   tcpMalformed: Record<string, number>;
   tcpIdleTimeouts: number;
-  /** Address validation: answers replaced by "ask again with this token", datagrams not sent for the 3× budget, tokens that did not check out. */
+  /** Address validation: answers replaced by "ask again with this token", datagrams not sent for the address's budget (what it sent), tokens that did not check out. */
   tokenRetries: number;
   amplificationDropped: number;
   badTokens: number;

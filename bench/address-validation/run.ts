@@ -1,8 +1,9 @@
 // What address validation costs a client: a fresh client's first small request and first CATP loads, against the
 // same client's next ones (its address token cached), through relays that add 40 ms each way on loopback (no
 // loss). Every client has its own loopback address (its own relay), as clients on the Internet have, so no client
-// spends another's budget. Small answers fit the 3× budget of a padded first request; a CATP stream's first flight
-// (what that budget allows: the top of the page) goes at once, the rest once the token request proves the address.
+// spends another's budget. Small answers fit the budget of a padded first request (a full datagram: no more than it
+// sent); a CATP stream's first flight (what its request and the copy behind it pay for: the token answer and a
+// frame) goes at once, the rest once the token request proves the address.
 //
 //   npm run build && node dist/bench/address-validation/run.js [--reps N]   (writes bench/results/address-validation.json)
 import * as fs from 'node:fs';

@@ -11,9 +11,9 @@
 // source address alone), cached per origin on the client. A client that has no token pads its request datagram to
 // a full datagram (MIN_UNPROVEN_REQUEST_BYTES) with a Catp-Pad header, so a one-datagram answer fits; a stream
 // request (padded to STREAM_REQUEST_BYTES, which pays for the token answer) is followed at once by a padded copy
-// of itself (wire.ts FLAG_COPY; a resend, by a padding datagram, FLAG_PADDING) up to STREAM_FIRST_CONTACT_BYTES,
-// which pays for the stream's first frame; the server takes the first of the two to arrive as the request
-// (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
+// of itself (wire.ts FLAG_COPY) and padding datagrams (FLAG_PADDING; a resend, by padding alone) up to
+// STREAM_FIRST_CONTACT_BYTES, which pays for the stream's first frames; the server takes the first of the request
+// and its copy to arrive as the request (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
 
 import { MAX_DATAGRAM_PAYLOAD } from './wire';
 
@@ -42,12 +42,15 @@ export const MIN_UNPROVEN_REQUEST_BYTES = MAX_DATAGRAM_PAYLOAD;
  */
 export const STREAM_REQUEST_BYTES = TOKEN_ANSWER_BYTES;
 /**
- * A stream request without a token brings what its first contact sends up to this (1,620 bytes) with a padded copy of
- * itself right behind it: the token answer and one full frame, the top of the page while the proof travels. Behind
- * the request, not in it, so the token answer goes as soon as the request is in; a copy, not zeros, so a lost
- * request costs the copy's gap, not a resend. (At QUIC's 3× the same two datagrams paid for about three frames.)
+ * A stream request without a token brings what its first contact sends up to this (4,540 bytes: the request, a padded
+ * copy of it and padding datagrams, back to back): the token answer and three full frames, the top of the page
+ * while the proof travels (the first text of the median corpus page is 2,259 bytes of frames in, three frames;
+ * bench:catp `firstTextBytes`). QUIC's first flight is about as large (3 × its 1,200-byte Initial). Behind the
+ * request, not in it, so the token answer goes as soon as the request is in; a copy, not zeros, so a lost request
+ * costs a round trip for the proof, not the resend timer. On a link as fast up as down the padding costs no time:
+ * each datagram of it pays for a frame as it comes, and the frames cannot leave faster than that anyway.
  */
-export const STREAM_FIRST_CONTACT_BYTES = TOKEN_ANSWER_BYTES + MAX_DATAGRAM_PAYLOAD;
+export const STREAM_FIRST_CONTACT_BYTES = STREAM_REQUEST_BYTES + 3 * MAX_DATAGRAM_PAYLOAD;
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
 export const RETRY_TOKEN = 'token';
 

@@ -579,15 +579,23 @@ export class DhttpClient {
     const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
     const to = { host: req.target.host, port: req.target.port };
     this.actions.push({ type: 'send-datagram', to, data });
-    // A stream's first contact: right behind the request, room for its first flight (address-validation.ts). The
-    // first time a padded copy of the request, so that a lost request costs the gap, not a resend (wire.ts
-    // FLAG_COPY); a resend is followed by padding alone (a copy of a resend would be a second resend).
+    // A stream's first contact: right behind the request, what pays for its first flight (address-validation.ts).
+    // The first time a padded copy of the request, so that a lost request costs a round trip, not a resend (wire.ts
+    // FLAG_COPY), then padding datagrams; a resend is followed by padding alone (a copy of a resend would be a
+    // second resend).
     if (!stream || req.origin.token !== null) return;
-    const rest = STREAM_FIRST_CONTACT_BYTES - data.length;
+    let rest = STREAM_FIRST_CONTACT_BYTES - data.length;
     if (req.resends === 0) {
-      const http = requestDatagramHttp(req, rest);
-      this.actions.push({ type: 'send-datagram', to, data: encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: false, copy: true, http }) });
-    } else if (rest > REQUEST_PREFIX_BYTES) this.actions.push({ type: 'send-datagram', to, data: encodePadding(req.id, this.opts.tcpPort, rest) });
+      const http = requestDatagramHttp(req, Math.min(rest, MAX_DATAGRAM_PAYLOAD));
+      const copy = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: false, copy: true, http });
+      this.actions.push({ type: 'send-datagram', to, data: copy });
+      rest -= copy.length;
+    }
+    while (rest > REQUEST_PREFIX_BYTES) {
+      const n = Math.min(rest, MAX_DATAGRAM_PAYLOAD);
+      this.actions.push({ type: 'send-datagram', to, data: encodePadding(req.id, this.opts.tcpPort, n) });
+      rest -= n;
+    }
   }
 
   private udpTimeout(req: Req, nowMs: number): void {

@@ -18,7 +18,7 @@ type Seen = 'request' | 'copy' | 'paired';
 /**
  * The last `capacity` (address, ID) keys of tokenless fresh requests and copies, and which of the pair came.
  * Bounded: the oldest keys are forgotten first; a copy whose request was forgotten is taken as a request again
- * (at worst a second answer, within the address's 3× budget like any request's).
+ * (at worst a second answer, within the address's budget like any request's).
  */
 export class FirstContactPairs {
   private readonly seen = new Map<string, Seen>(); // Map order = oldest first

@@ -22,8 +22,8 @@ export const FLAG_RESEND = 1;
 /**
  * Flags = 2 (alone): a padding datagram sent right behind a first-contact stream request's resend (the first
  * attempt sends a copy instead, FLAG_COPY) with the same ID. It
- * carries nothing but zeros; the server counts its bytes toward the sender's address budget (3× what the address
- * sent, address-validation.ts), so the stream's first flight may go on. UDP only: a DHTTP request stream over TCP
+ * carries nothing but zeros; the server counts its bytes toward the sender's address budget (no more than the
+ * address sent, address-validation.ts), so the stream's first flight may go on. UDP only: a DHTTP request stream over TCP
  * refuses the bit (decodeRequestPrefix), and so does a server that predates it (its bytes count all the same).
  */
 export const FLAG_PADDING = 2;

@@ -15,12 +15,13 @@ const HEADERS = 28;
 const TOKEN_ANSWER = 151;
 /**
  * A stream's first contact as the DHTTP client makes it and the server budgets it (address-validation.ts): the
- * request (160 bytes) pays for the token answer and leaves a few bytes; the padded copy behind it (1,460) brings the
- * budget for one full frame; each counted with its headers; the proof is the request again with the token.
+ * request (160 bytes) pays for the token answer and leaves a few bytes; the padded copy and the padding datagrams
+ * behind it (3 × 1,460) bring the budget for three full frames as they come; each counted with its headers; the
+ * proof is the request again with the token.
  */
 export const FIRST_CONTACT = {
   budgetBytes: STREAM_REQUEST_BYTES + HEADERS - (TOKEN_ANSWER + HEADERS),
-  paddingBytes: STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES + HEADERS,
+  paddingBytes: STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES + 3 * HEADERS,
   perFrame: HEADERS,
   tokenBytes: TOKEN_ANSWER + HEADERS,
   proofBytes: 148 + HEADERS,
@@ -40,8 +41,8 @@ export interface BottleneckOptions {
   /**
    * Address validation's first contact, as the server runs it: the session starts unproven with `budgetBytes`
    * to send (what the request brought, less the token answer), each frame costing `perFrame` more (its IP and UDP
-   * headers, as the server counts them), and `paddingBytes` more once the copy or padding behind the request is in
-   * (its serialization at the link's rate later). The proof (the repeated request) reaches the sender one handshake
+   * headers, as the server counts them), and `paddingBytes` more as the copy and padding behind the request come in
+   * (datagrams of at most 1,488 bytes on the wire, each its serialization at the link's rate after the one before). The proof (the repeated request) reaches the sender one handshake
    * round trip after the token answer left: the token answer's serialization (`tokenBytes` at the link's rate), the
    * delay down, the proof's serialization (`proofBytes`) and the delay up, and not before the padding ahead of it
    * on the way up is in. Then the budget lifts and the sender is given that RTT (`onHandshakeRtt`), as
@@ -195,13 +196,20 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const udpStart = o.udpStartMs ?? 0;
   client.start(udpStart);
   let proofAt = Infinity;
-  let paddingAt = Infinity;
+  /** the first contact's padding datagrams: when each is in, and its bytes */
+  const padding: Array<{ at: number; bytes: number }> = [];
   if (o.firstFlight) {
     const ff = o.firstFlight;
     sender.setSendBudget(ff.budgetBytes, ff.perFrame ?? 0);
-    if ((ff.paddingBytes ?? 0) > 0) paddingAt = udpStart + ff.paddingBytes! / rateAt(0);
+    let at = udpStart;
+    for (let left = ff.paddingBytes ?? 0; left > 0; ) {
+      const bytes = Math.min(left, 1488);
+      at += bytes / rateAt(0);
+      padding.push({ at, bytes });
+      left -= bytes;
+    }
     const proofBytes = ff.proofBytes ?? 170;
-    proofAt = Math.max(udpStart + (ff.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs, paddingAt === Infinity ? 0 : paddingAt) + proofBytes / rateAt(0);
+    proofAt = Math.max(udpStart + (ff.tokenBytes ?? 130) / rateAt(0) + 2 * o.delayMs, padding.at(-1)?.at ?? 0) + proofBytes / rateAt(0);
   }
   let backlog = 0;
   /** Admits `size` bytes to the queue; the time its last bit leaves, or null when lost or dropped. */
@@ -246,10 +254,10 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   };
   for (let iter = 0; iter < 50_000_000; iter++) {
     let woken = !timers || now >= wakeAt;
-    if (now >= paddingAt && proofAt !== Infinity) {
-      // what the sender has left of its budget, and the padding's bytes
-      sender.setSendBudget((sender.sendBudgetLeft ?? 0) + o.firstFlight!.paddingBytes!, o.firstFlight!.perFrame ?? 0);
-      paddingAt = Infinity;
+    while (padding.length > 0 && now >= padding[0].at) {
+      // what the sender has left of its budget, and this datagram's bytes (none once proven)
+      const p = padding.shift()!;
+      if (proofAt !== Infinity) sender.setSendBudget((sender.sendBudgetLeft ?? 0) + p.bytes, o.firstFlight!.perFrame ?? 0);
       woken = true;
     }
     if (now >= proofAt) {
@@ -278,7 +286,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;
     const senderAt = now < udpStart ? udpStart : timers ? (Number.isFinite(wakeAt) ? wakeAt : null) : sender.nextTimerAt();
-    const cands = [senderAt, now < udpStart ? udpStart : client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, Number.isFinite(paddingAt) ? paddingAt : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
+    const cands = [senderAt, now < udpStart ? udpStart : client.nextTimerAt(), Number.isFinite(proofAt) ? proofAt : null, padding.length > 0 ? padding[0].at : null, downHead < down.length ? down[downHead].at : null, upHead < up.length ? up[upHead].at : null];
     if (tcp) cands.push(tcpAckHead < tcpAcks.length ? tcpAcks[tcpAckHead].at : null, now < o.tcp!.startMs ? o.tcp!.startMs : now + 50);
     let next = Infinity;
     for (const c of cands) if (c !== null && c < next) next = c;

@@ -17,6 +17,7 @@ import {
   decodeResponseDatagram,
   getHeader,
   encodePadding,
+  MAX_DATAGRAM_PAYLOAD,
   encodeRequest,
   idToHex,
   newRequestId,
@@ -216,9 +217,10 @@ class CatpClient {
 
   /**
    * `pad` (no token only): true, the request padded to a full datagram (MIN_UNPROVEN_REQUEST_BYTES, as a request that
-   * is not a stream's is); 'first', padded to STREAM_REQUEST_BYTES alone; 'split', that and a padded copy of it right behind it up
-   * to STREAM_FIRST_CONTACT_BYTES, as a DHTTP client makes a stream's first contact; 'padding', the request and a
-   * padding datagram instead (a resend's first contact); 'copy-only', the copy alone (the request was lost).
+   * is not a stream's is); 'first', padded to STREAM_REQUEST_BYTES alone; 'split', that, a padded copy of it right
+   * behind it and padding datagrams up to STREAM_FIRST_CONTACT_BYTES, as a DHTTP client makes a stream's first
+   * contact; 'padding', the request and padding datagrams instead (a resend's first contact); 'copy-only', the copy
+   * and the padding (the request was lost).
    */
   request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: FirstContactPad | false } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
@@ -233,10 +235,16 @@ class CatpClient {
     else if (pad === true) sends.push(padded(MIN_UNPROVEN_REQUEST_BYTES));
     else {
       const first = padded(STREAM_REQUEST_BYTES);
-      const rest = STREAM_FIRST_CONTACT_BYTES - first.length;
+      let rest = STREAM_FIRST_CONTACT_BYTES - first.length;
       if (pad !== 'copy-only') sends.push(first);
-      if (pad === 'split' || pad === 'copy-only') sends.push(padded(rest, true));
-      if (pad === 'padding') sends.push(encodePadding(id, this.port, rest));
+      if (pad === 'split' || pad === 'copy-only') {
+        const copy = padded(Math.min(rest, MAX_DATAGRAM_PAYLOAD), true);
+        sends.push(copy);
+        rest -= copy.length;
+      }
+      if (pad !== 'first') {
+        for (; rest > 11; rest -= Math.min(rest, MAX_DATAGRAM_PAYLOAD)) sends.push(encodePadding(id, this.port, Math.min(rest, MAX_DATAGRAM_PAYLOAD)));
+      }
     }
     this.lastRequestBytes = sends.reduce((n, d) => n + d.length, 0);
     return sends.reduce((p: Promise<void>, d) => p.then(() => this.send(d)), Promise.resolve()).then(() => id);
@@ -738,18 +746,19 @@ describe("first contact: an unproven address gets its session's first flight, th
       if (mode === 'catp') expect(r.html).toBe(expectedTree(page.bytes));
       else expect(r.bytes!.equals(page.bytes)).toBe(true);
       const b = r.beforeProof!;
-      // the request lost: its copy alone (1,460 B) is the request: the token answer, and frames once the proof is in
+      // the request lost: its copy is the request, and the padding behind it pays for frames as before
       expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES : pad === true ? MIN_UNPROVEN_REQUEST_BYTES : STREAM_FIRST_CONTACT_BYTES);
       expect(b.tokenAnswers).toBeGreaterThanOrEqual(1); // (again on its reports while the proof is held back)
-      // the request and what is behind it pay for the token answer and the top of the page, not nothing
-      if (pad === 'split' || pad === 'padding') expect(b.frames).toBeGreaterThanOrEqual(1);
+      // what is behind the request pays for the token answer and the top of the page, not nothing (a full datagram
+      // alone pays for the token answer and less than a full frame)
+      if (pad !== true) expect(b.frames).toBeGreaterThanOrEqual(2);
       expect(b.bytes).toBeLessThanOrEqual(b.sentBytes);
       expect(r.framesReceived).toBeGreaterThan(b.frames + 5);
       const c = server.counters();
       expect(c.catpUnprovenStarts).toBe(1);
       expect(c.catpProven).toBe(1);
       expect(c.catpUnprovenExpired).toBe(0);
-      expect([c.udpCopiesPaired, c.udpCopiesAsRequests, c.udpPadding]).toEqual(pad === 'split' ? [1, 0, 0] : pad === 'copy-only' ? [0, 1, 0] : pad === 'padding' ? [0, 0, 1] : [0, 0, 0]);
+      expect([c.udpCopiesPaired, c.udpCopiesAsRequests, c.udpPadding]).toEqual(pad === 'split' ? [1, 0, 2] : pad === 'copy-only' ? [0, 1, 2] : pad === 'padding' ? [0, 0, 3] : [0, 0, 0]);
       // every token answer counted arrived, or was held back by the budget (the first flight may use it all)
       expect(c.tokenRetries).toBe(b.tokenAnswers + c.amplificationDropped);
     } finally {
@@ -758,7 +767,7 @@ describe("first contact: an unproven address gets its session's first flight, th
     }
   });
 
-  test("a stream's first contact in two datagrams: the request alone (160 B) brings the token answer, the padding behind it the first frame; never more than the address sent, on the wire", async () => {
+  test("a stream's first contact in parts: the request alone (160 B) brings the token answer, each padding datagram behind it a frame more; never more than the address sent, on the wire", async () => {
     const server = await startServer({ root, rng: seededRng(15) });
     const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
     try {
@@ -770,10 +779,10 @@ describe("first contact: an unproven address gets its session's first flight, th
       await sleep(200);
       expect(client.framesSeen).toBe(0); // the budget held the frames back
       expect(client.wireSeen).toBeLessThanOrEqual(client.wireSent);
-      await client.send(encodePadding(id, client.port, STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES));
+      await client.send(encodePadding(id, client.port, MAX_DATAGRAM_PAYLOAD));
       await waitFor(() => client.framesSeen >= 1, 'the first flight to go on after the padding');
       await sleep(200);
-      expect(client.bytesSent).toBe(STREAM_FIRST_CONTACT_BYTES);
+      expect(client.bytesSent).toBe(STREAM_REQUEST_BYTES + MAX_DATAGRAM_PAYLOAD);
       expect(client.wireSeen).toBeLessThanOrEqual(client.wireSent);
       expect(client.wireSeen).toBeGreaterThan(client.wireSent - 1500); // the budget used up to its last frame
       const c = server.counters();
@@ -804,7 +813,7 @@ describe("first contact: an unproven address gets its session's first flight, th
       expect(token).not.toBeNull();
       await sleep(40);
       if (second === 'copy') await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { id, pad: 'copy-only' });
-      else await client.send(encodePadding(id, client.port, STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES));
+      else await client.send(encodePadding(id, client.port, MAX_DATAGRAM_PAYLOAD));
       await waitFor(() => server.counters().catpDispersionHints === 1, 'the dispersion taken');
       await sleep(50); // the rest of the first flight (the budget's, unpaced) arrives
       const times: number[] = [];

@@ -365,16 +365,14 @@ describe('after a first flight (address validation: a frame, then a pause until 
     return { completeAt: res.completeAt!, windows, initialWindow };
   };
 
-  test('a 10 MB/s, 5 ms path: the first samples (a frame a round trip) do not shrink the window below the initial one, and the load completes within 12% of one that had no pause', () => {
+  test('a 10 MB/s, 5 ms path: the first samples (three frames a round trip) do not shrink the window below the initial one, and the load completes within 10% of one that had no pause (without this, 14%)', () => {
     const paused = load(10_000, 5, 650_000, true);
     const unpaused = load(10_000, 5, 650_000, false);
     expect(paused.windows[0]).toBeGreaterThanOrEqual(paused.initialWindow);
-    // the pause is the proof's round trip, ~10 of the load's ~92 ms, with one frame sent in it (a first contact pays
-    // for no more: address-validation.ts); 11.6% here (QUIC's 3× first flight of three frames: within 10%)
-    expect(paused.completeAt).toBeLessThanOrEqual(unpaused.completeAt * 1.12);
+    expect(paused.completeAt).toBeLessThanOrEqual(unpaused.completeAt * 1.1);
   });
 
-  test('a 10 MB/s, 5 ms path: startup grows its window and pacing with every report, as TCP\'s slow start does, and sends more in its first round trips than the estimate alone would let it', () => {
+  test('a 10 MB/s, 5 ms path: startup grows its window and pacing with every report, as TCP\'s slow start does, and sends nearly as much in its first round trips', () => {
     // the lab's generated page as the server frames it (~1,050-byte frames), woken as the server wakes it
     const enc = encodePage(new TextEncoder().encode(generatePage(1_000_000)), { sha256, codec });
     const sender = new RepairSender(enc.frames, enc.indexFrames, { requestId: ID });
@@ -384,10 +382,9 @@ describe('after a first flight (address validation: a frame, then a pause until 
     // the handshake, then twice as much each round trip after (14.6 + 29.2 + 58.4 KB; the first flight comes on top)
     const tcp = 14_600 + 29_200 + 58_400;
     const sentBy = (ms: number) => res.departures.filter((d) => d.at < ms).reduce((a, d) => a + d.bytes, 0);
-    // The bottleneck passed 69 KB by 40 ms (0.68 of TCP's: ten ~1,050-byte frames are a smaller initial window than ten
-    // 1,460-byte segments, and the first flight is one frame); 90 KB after QUIC's 3× first flight of three frames,
-    // whose bytes startup's window grew by; 57 KB when the estimate alone set startup's pace and window.
-    expect(sentBy(40)).toBeGreaterThan(0.62 * tcp);
+    // (the bottleneck passed 103 KB by 40 ms; 57 KB when the estimate alone set startup's pace and window; 69 KB after a
+    // first flight of one frame, whose few bytes startup's window grew by, where three frames come now)
+    expect(sentBy(40)).toBeGreaterThan(0.8 * tcp);
   });
 
   test('a 10 kB/s path shows its serialization in the first RTT sample: the samples rule at once, the window is not held at ten frames', () => {
@@ -473,11 +470,15 @@ describe("the first round trip: the dispersion of a first contact's two datagram
     return Object.assign(res, { sender });
   };
 
-  test("a 10 kB/s link, its uplink as slow: the initial window is paced at the link's rate instead of standing a second in its queue, and the load is no slower", () => {
-    const hinted = load(10, 10, 60_000, 9.6); // 660 bytes of padding 69 ms behind the request, as in the lab
+  test("a 10 kB/s link, its uplink as slow: the initial window does not stand a second in its queue, and the hint makes the load no slower", () => {
+    // The first flight comes as the padding does (a frame per 1,460-byte datagram, ~150 ms apart here), and its
+    // reports give startup its first samples before the proof: startup paces at its estimate from them, with or
+    // without the hint (with QUIC's 3× budget the first flight left at once, and only the hint kept the initial
+    // window from a queue of 600 ms and more). Startup's own overshoot (2.885× the estimate) is what queues now.
+    const hinted = load(10, 10, 60_000, 9.6); // a 1,460-byte copy ~150 ms behind the request, as in the lab
     const burst = load(10, 10, 60_000, null);
-    expect(maxQueueDelay(burst, 0, 1500)).toBeGreaterThan(600);
-    expect(maxQueueDelay(hinted, 0, 1500)).toBeLessThan(maxQueueDelay(burst, 0, 1500) / 2);
+    expect(maxQueueDelay(burst, 0, 1500)).toBeLessThan(600);
+    expect(maxQueueDelay(hinted, 0, 1500)).toBeLessThan(600);
     expect(hinted.completeAt!).toBeLessThanOrEqual(burst.completeAt! * 1.02);
     // through 10% random loss too, over a few drop patterns
     let h = 0;
@@ -490,9 +491,10 @@ describe("the first round trip: the dispersion of a first contact's two datagram
   });
 
   test("a CATP page whose first frames are small (the first report's RTT shows no serialization yet): the hint still bounds startup's pacing, and a frame lost in the first round trip is repaired without waiting behind a second of queue", () => {
-    // The lab's generated 50 KB page on the paper's link (10 kB/s, 10 ms), a first contact as server/catp.ts runs it:
-    // a 568-byte request answered with a 151-byte token answer and two frames (253 and 1,231 bytes), the proof back
-    // one small-datagram round trip later (~50 ms here), the hint from the padding's dispersion. The first report
+    // The lab's generated 50 KB page on the paper's link (10 kB/s, 10 ms), a first contact as server/catp.ts ran it
+    // under QUIC's 3× budget: a 568-byte request answered with a 151-byte token answer and two frames (253 and 1,231
+    // bytes), the proof back one small-datagram round trip later (~50 ms here), the hint from the padding's
+    // dispersion (now FIRST_CONTACT: the first flight comes as the padding does, and the proof behind it). The first report
     // acknowledged the 253-byte frame at about the handshake's RTT, which read as a fast path, and startup paced at
     // the initial window over that RTT — 327 B/ms into a 10 B/ms link: twenty frames in 300 ms, 1.5 s of queue, and
     // the index frame lost among them repaired at 1.4 s (catp silent-time --seed 75, 15% loss: 2.4 s silent).
@@ -508,9 +510,7 @@ describe("the first round trip: the dispersion of a first contact's two datagram
       h += one(9.7, 0.15, seed).completeAt!;
       b += one(null, 0.15, seed).completeAt!;
     }
-    // (the hint paces startup a little under the link, 9.7 of 10 B/ms, and the burst keeps the queue full through
-    // the losses: 1.03 with QUIC's 3× first flight of two frames, 1.06 with one; twelve drop patterns, 1.04 and 1.06)
-    expect(h).toBeLessThanOrEqual(b * 1.08);
+    expect(h).toBeLessThanOrEqual(b * 1.05);
   });
 
   test("the same page with no hint (the padding lost on the way up): no loss, nothing resent, the min RTT the path's", () => {

@@ -113,33 +113,35 @@ describe("first contact: a stream's first flight comes unproven (address validat
     actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data)).map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
       .filter((http) => /^[A-Z]+ /.test(http)); // requests, not the stream's reports
 
-  test('a stream without a token: the request (padded to 160 bytes if shorter), then a padded copy of it up to 1,620 (a resend: padding); not a stream: padded to a full datagram; with a token the request alone', () => {
+  test('a stream without a token: the request (padded to 160 bytes if shorter), then a padded copy of it and padding up to 4,540 (a resend: padding); not a stream: padded to a full datagram; with a token the request alone', () => {
     const kind = (d: Uint8Array) => (isPaddingDatagram(d) ? 'padding' : isRequestCopy(d) ? 'copy' : 'request');
     const sent = (c: DhttpClient) => drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => a.data);
     const sizes = (c: DhttpClient) => sent(c).map((d) => [d.length, kind(d)]);
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
-    const [request, copy] = sent(c);
-    expect(kind(request!)).toBe('request');
+    const first = sent(c);
+    const [request, copy] = first;
+    expect(first.map(kind)).toEqual(['request', 'copy', 'padding', 'padding']);
+    expect(first.slice(1).map((d) => d.length)).toEqual([1460, 1460, STREAM_FIRST_CONTACT_BYTES - request!.length - 2920]);
     // padded only up to what pays for the token answer, so that it is in soon
     const padded = /Catp-Pad:/.test(new TextDecoder().decode(decodeRequest(request!).http));
     expect(padded ? request!.length === STREAM_REQUEST_BYTES : request!.length > STREAM_REQUEST_BYTES).toBe(true);
-    expect([request!.length + copy!.length, kind(copy!)]).toEqual([STREAM_FIRST_CONTACT_BYTES, 'copy']);
+    expect(first.reduce((n, d) => n + d.length, 0)).toBe(STREAM_FIRST_CONTACT_BYTES);
     // the copy is the same request (same ID, not a resend), padded further: a server that lost the request answers it
     const a = decodeRequest(request!);
     const b = decodeRequest(copy!);
     expect([b.copy, b.resend, idToHex(b.id)]).toEqual([true, false, id]);
     const strip = (http: Uint8Array) => new TextDecoder().decode(http).replace(/Catp-Pad: x*\r\n/, '');
     expect(strip(b.http)).toBe(strip(a.http));
-    // the two pay for a 160-byte token answer and one full 1,460-byte frame, each with its IP and UDP headers
-    expect([STREAM_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES]).toEqual([160, 1620]);
+    // they pay for a 160-byte token answer and three full 1,460-byte frames, each with its IP and UDP headers
+    expect([STREAM_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES]).toEqual([160, 4540]);
     expect(decodePadding(encodePadding(hexToId(id), 40000, 660)).id).toEqual(hexToId(id));
     // no answer: the resend, followed by padding alone (a copy never has the resend bit)
     c.handleTimer(c.nextTimerAt()!);
     const resent = sent(c);
-    expect(resent.map(kind)).toEqual(['request', 'padding']);
+    expect(resent.map(kind)).toEqual(['request', 'padding', 'padding', 'padding']);
     expect(decodeRequest(resent[0]!).resend).toBe(true);
-    expect(resent[0]!.length + resent[1]!.length).toBe(STREAM_FIRST_CONTACT_BYTES);
+    expect(resent.reduce((n, d) => n + d.length, 0)).toBe(STREAM_FIRST_CONTACT_BYTES);
     c.request({ url: 'dhttp://127.0.0.1:8080/small.txt' }, 0);
     expect(sizes(c)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, 'request']]); // a full datagram: any one-datagram answer fits it
     expect(MIN_UNPROVEN_REQUEST_BYTES).toBe(1460);
