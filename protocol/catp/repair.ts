@@ -725,7 +725,7 @@ export class RepairSender {
       this.sendIdx[seq] = this.control.onSend(nowMs, cost, !this.hasWork());
       this.rate = this.control.pacingRate(nowMs);
     }
-    // An unproven address's first flight is bounded by its budget (what the address sent: a frame or so),
+    // An unproven address's first flight is bounded by its budget (what the address sent: three frames or so),
     // not by a round trip nobody has measured yet: it goes at once, as a QUIC server's first flight does, instead
     // of spread over the assumed 100 ms (10 MB/s, 5 ms: its third frame came 9 ms late).
     // A wake-up that came late for the pacing schedule (Node's timers fire 1 ms or more after they are due) keeps up

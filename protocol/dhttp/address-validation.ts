@@ -33,7 +33,7 @@ export const TOKEN_ANSWER_BYTES = 160;
 /**
  * A request datagram without a token is padded to a full datagram (1,460 bytes): any one-datagram answer fits what
  * it received. Every byte of padding costs the uplink its serialization before the server can answer (146 ms for
- * 1,460 bytes on a 10,000 B/s link); a client with a token pads nothing.
+ * 1,460 bytes on a 10,000 B/s link); a request with a token is padded to 160 bytes at most (client-records.ts).
  */
 export const MIN_UNPROVEN_REQUEST_BYTES = MAX_DATAGRAM_PAYLOAD;
 /**
