@@ -20,7 +20,7 @@ import {
   type StreamEvent,
   type StreamSummary,
 } from '../../../protocol/catp';
-import { DhttpClient, decodeRequest, hexToId, isRequestCopy, type ClientAction, type ClientEvent } from '../../../protocol/dhttp';
+import { DhttpClient, decodeRequest, hexToId, isPaddingDatagram, isRequestCopy, type ClientAction, type ClientEvent } from '../../../protocol/dhttp';
 import { codec, kindOf, rng, scramble, seqOf, sha256 } from '../../helpers/catp-util';
 import { drainClient as drain } from '../protocol/helpers/pipe';
 
@@ -152,8 +152,10 @@ function load(seed: number, loss: number) {
   const id = c.request({ url: URL, headers: [['Catp-Mode', 'catp']], stream: { mode: 'catp', sentRealtimeNs: SENT_NS } }, 0);
   const first = drain(c);
   const request = sends(first.actions);
-  expect(request).toHaveLength(2); // a first contact: the request, and its padded copy (address-validation.ts)
+  // a first contact: the request, its padded copy and two padding datagrams (address-validation.ts)
+  expect(request).toHaveLength(4);
   expect(isRequestCopy(request[1].data)).toBe(true);
+  expect(request.slice(2).every((a) => isPaddingDatagram(a.data))).toBe(true);
   const sender = createSender(PAGE, { requestId: decodeRequest(request[0].data).id, rateFramesPerSec: 2000, initialRttMs: 30 });
   const inflight: Array<{ at: number; down: boolean; bytes: Uint8Array }> = [];
   const put = (down: boolean, bytes: Uint8Array, now: number) => {
