@@ -159,6 +159,8 @@ interface Budget {
   /** bytes on the wire: payloads and their datagrams' headers */
   received: number;
   sent: number;
+  /** a datagram's headers to and from this address (`datagramOverhead`), worked out once */
+  overhead: number;
 }
 
 /**
@@ -180,7 +182,7 @@ export class AmplificationBudget {
     let b = this.map.get(key);
     if (b !== undefined) this.map.delete(key);
     else {
-      b = { received: 0, sent: 0 };
+      b = { received: 0, sent: 0, overhead: datagramOverhead(key) };
       if (this.map.size >= (this.o.maxAddresses ?? 65_536)) this.map.delete(this.map.keys().next().value as string);
     }
     this.map.set(key, b);
@@ -189,12 +191,14 @@ export class AmplificationBudget {
 
   /** A datagram with `bytes` of payload came from `address`. */
   received(address: string, bytes: number): void {
-    this.entry(address).received += bytes + datagramOverhead(address);
+    const b = this.entry(address);
+    b.received += bytes + b.overhead;
   }
 
   /** May a datagram with `bytes` of payload go, unproven, to `address` now? While what it got stays ≤ factor × what it sent. */
   allows(address: string, bytes: number): boolean {
-    const ok = bytes + datagramOverhead(address) <= this.remaining(address);
+    const b = this.map.get(canonicalAddress(address));
+    const ok = b !== undefined && bytes + b.overhead <= this.left(b);
     if (!ok) {
       this.limited++;
       this.limitedBytes += bytes;
@@ -205,13 +209,17 @@ export class AmplificationBudget {
   /** How many bytes, on the wire, may still go unproven to `address` (0 for an address never heard from). */
   remaining(address: string): number {
     const b = this.map.get(canonicalAddress(address));
-    return b === undefined ? 0 : Math.max(0, (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received - b.sent);
+    return b === undefined ? 0 : this.left(b);
+  }
+
+  private left(b: Budget): number {
+    return Math.max(0, (this.o.factor ?? AMPLIFICATION_FACTOR) * b.received - b.sent);
   }
 
   /** A datagram with `bytes` of payload went to `address`. */
   sent(address: string, bytes: number): void {
     const b = this.map.get(canonicalAddress(address));
-    if (b !== undefined) b.sent += bytes + datagramOverhead(address);
+    if (b !== undefined) b.sent += bytes + b.overhead;
   }
 
   counters(): AmplificationCounters {

@@ -104,16 +104,17 @@ export function isIpLiteral(host: string): boolean {
 export function requestDatagramHttp(req: Req, padTo = MIN_UNPROVEN_REQUEST_BYTES): Uint8Array {
   const { path, headers, body } = req.parts;
   const token = req.origin.token;
-  const padded = (hs: [string, string][], to: number): Uint8Array => {
-    const plain = serializeRequest({ method: req.method, target: path, headers: hs, body });
+  // `plain` is the request with headers `hs`, serialized: padded with one more header when shorter than `to`
+  const padded = (plain: Uint8Array, hs: [string, string][], to: number): Uint8Array => {
     const pad = to - (11 + plain.length + PAD_HEADER.length + 4); // "Catp-Pad: " + value + CRLF
     return pad <= 0 ? plain : serializeRequest({ method: req.method, target: path, headers: [...hs, [PAD_HEADER, 'x'.repeat(pad)]], body });
   };
   if (token !== null) {
-    const withToken = padded([...headers, [TOKEN_HEADER, token]], TOKEN_ANSWER_BYTES);
+    const hs: [string, string][] = [...headers, [TOKEN_HEADER, token]];
+    const withToken = padded(serializeRequest({ method: req.method, target: path, headers: hs, body }), hs, TOKEN_ANSWER_BYTES);
     return 11 + withToken.length <= MAX_DATAGRAM_PAYLOAD ? withToken : req.http;
   }
-  return padded(headers, padTo);
+  return padded(req.http, [...headers], padTo);
 }
 
 /** Remembers the address token a server handed out (any answer may carry one). */
