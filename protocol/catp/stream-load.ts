@@ -231,6 +231,11 @@ export class StreamLoad {
     return this.reports.shift() ?? null;
   }
 
+  /** The page ended (complete, corrupt or stalled): nothing more is asked of the server. */
+  get ended(): boolean {
+    return this.endedAtMs !== null;
+  }
+
   /**
    * The page ended and its tail has run out: the request ID can be released. Until then frames still reach the
    * assembler, which answers any that keep coming with another "complete" report: a lost one is repeated only

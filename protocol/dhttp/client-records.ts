@@ -43,6 +43,13 @@ export interface Req {
   parts: { path: string; headers: HttpHeaders; body: Uint8Array };
   /** Times sent again with a token after `Dhttp-Retry: token` (once; a stream's request up to MAX_STREAM_TOKEN_RETRIES). */
   tokenRetries: number;
+  /**
+   * A stream over UDP: the bytes its datagrams carried each way on the wire (with their IP and UDP headers), and when
+   * the first datagram of its answer came (ms after the request's latest send: a round trip and a little more).
+   */
+  wire: { sent: number; received: number; replyMs: number | null };
+  /** A stream the server started unproven: when we last sent our proof (the request with its token), and how often again. */
+  proof: { atMs: number; repeats: number } | null;
   phase: Phase;
   /** Its ID is registered with the IO layer (`expect-id`): it travels over DHTTP. */
   registered: boolean;

@@ -19,7 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES, decodeResponseDatagram, encodePadding, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES, TOKEN_HEADER, canonicalAddress } from './address-validation';
+import { MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES, TOKEN_HEADER, canonicalAddress, datagramOverhead } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
@@ -44,6 +44,8 @@ import {
 const HTTP_FIRST_BYTE = 0x48;
 /** A stream whose first flight came unproven asks again with its token at most this often (each `421 … token`). */
 const MAX_STREAM_TOKEN_RETRIES = 8;
+/** ... and sends that proof again unasked, with its reports, at most this often (`repeatProof`). */
+const MAX_PROOF_REPEATS = 8;
 
 export class DhttpClient {
   private readonly opts: Required<Omit<DhttpClientOptions, 'randomBytes' | 'catp'>> & Pick<DhttpClientOptions, 'catp'> & { randomBytes: (n: number) => Uint8Array };
@@ -62,6 +64,7 @@ export class DhttpClient {
     fallbacks: 0,
     retriesOverTcp: 0,
     retriesWithToken: 0,
+    proofRepeats: 0,
     failed: 0,
     cancelled: 0,
     dropped: { unknownId: 0, duplicate: 0, malformed: 0, total: 0 },
@@ -146,6 +149,8 @@ export class DhttpClient {
       http,
       parts: { path: target.path, headers, body },
       tokenRetries: 0,
+      wire: { sent: 0, received: 0, replyMs: null },
+      proof: null,
       phase: 'new',
       registered: false,
       resends: 0,
@@ -220,8 +225,8 @@ export class DhttpClient {
 
   /** What a stream load's call left behind: its reports go out, its end is reported, a failed or drained load lets go of the ID. */
   private afterStreamStep(req: Req, load: StreamLoad, step: StreamStep, nowMs: number): void {
-    const to = { host: req.target.host, port: req.target.port };
-    for (let data = load.nextReport(); data !== null; data = load.nextReport()) this.actions.push({ type: 'send-datagram', to, data });
+    for (let data = load.nextReport(); data !== null; data = load.nextReport()) this.sendDatagram(req, data);
+    if (!load.ended) this.repeatProof(req, nowMs);
     if (step.blocksKnown !== null) this.events.push({ type: 'stream-blocks-known', requestId: req.idHex, blocks: step.blocksKnown });
     if (step.ended?.outcome === 'complete') {
       this.events.push({ type: 'stream-complete', requestId: req.idHex, atMs: nowMs, summary: load.summary() });
@@ -351,6 +356,7 @@ export class DhttpClient {
         req.deadline = null;
         req.origin.knowledge = 'dhttp';
       }
+      this.countReceived(req, data, nowMs);
       const { record, step } = req.load.receive(data, nowMs, rxNs ?? null);
       this.events.push({ type: 'stream-frame', requestId: idHex, record, events: step.events });
       this.afterStreamStep(req, req.load, step, nowMs);
@@ -366,6 +372,7 @@ export class DhttpClient {
     }
     req.origin.knowledge = 'dhttp';
     learnToken(req.origin, response);
+    if (req.load !== null) this.countReceived(req, data, nowMs);
     const retry = retryAsked(response);
     if (retry === RETRY_TOKEN && channelOf(req.phase) === 'udp') {
       // Too large an answer for an address the server has not seen proven: again, with the token just received
@@ -378,10 +385,12 @@ export class DhttpClient {
         this.stats.retriesWithToken++;
         this.sendUdp(req, nowMs);
         req.deadline = null;
+        req.proof = { atMs: nowMs, repeats: req.proof?.repeats ?? 0 };
       } else if (req.tokenRetries === 0 && req.origin.token !== null) {
         req.tokenRetries++;
         this.stats.retriesWithToken++;
         this.sendUdp(req, nowMs);
+        if (req.load !== null) req.proof = { atMs: nowMs, repeats: 0 };
       } else {
         this.retryOverTcp(req, nowMs);
       }
@@ -577,8 +586,7 @@ export class DhttpClient {
     req.deadline = nowMs + this.timeoutFor(req.resends);
     const stream = req.load !== null;
     const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
-    const to = { host: req.target.host, port: req.target.port };
-    this.actions.push({ type: 'send-datagram', to, data });
+    this.sendDatagram(req, data);
     // A stream's first contact: right behind the request, what pays for its first flight (address-validation.ts).
     // The first time a padded copy of the request, so that a lost request costs a round trip, not a resend (wire.ts
     // FLAG_COPY), then padding datagrams; a resend is followed by padding alone (a copy of a resend would be a
@@ -588,14 +596,48 @@ export class DhttpClient {
     if (req.resends === 0) {
       const http = requestDatagramHttp(req, Math.min(rest, MAX_DATAGRAM_PAYLOAD));
       const copy = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: false, copy: true, http });
-      this.actions.push({ type: 'send-datagram', to, data: copy });
+      this.sendDatagram(req, copy);
       rest -= copy.length;
     }
     while (rest > REQUEST_PREFIX_BYTES) {
       const n = Math.min(rest, MAX_DATAGRAM_PAYLOAD);
-      this.actions.push({ type: 'send-datagram', to, data: encodePadding(req.id, this.opts.tcpPort, n) });
+      this.sendDatagram(req, encodePadding(req.id, this.opts.tcpPort, n));
       rest -= n;
     }
+  }
+
+  /** One datagram of a request to its server (a stream's counted on the wire: `wire.sent`). */
+  private sendDatagram(req: Req, data: Uint8Array): void {
+    if (req.load !== null) req.wire.sent += data.length + datagramOverhead(req.target.host);
+    this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
+  }
+
+  private countReceived(req: Req, data: Uint8Array, nowMs: number): void {
+    req.wire.received += data.length + datagramOverhead(req.target.host);
+    req.wire.replyMs ??= nowMs - req.lastSendMs;
+    // more than we sent: the server has our proof (a later `421` would start `repeatProof` again)
+    if (req.proof !== null && req.wire.received > req.wire.sent) req.proof = null;
+  }
+
+  /**
+   * A stream the server started unproven sends its first flight and then waits for our proof (the request with the
+   * token its `421` handed us). A lost proof would wait for the server's next `421`, which only our reports bring, at
+   * most one a round trip: three lossy legs a try, a stall of several round trips at 20% loss. So while the server has
+   * sent no more than we did (on the wire: what it may send an address it has not seen proven, so it may still be
+   * waiting), the proof goes again with the stream's reports once the last one has had time to show (the first
+   * reply's delay: a round trip and a little more), at most MAX_PROOF_REPEATS times. Once proven, the server sends
+   * more than it received, and a proof it gets again is a repeat it ignores (server.ts).
+   */
+  private repeatProof(req: Req, nowMs: number): void {
+    const p = req.proof;
+    if (p === null || req.phase !== 'udp-streaming' || req.origin.token === null || p.repeats >= MAX_PROOF_REPEATS) return;
+    const spacing = Math.min(1000, Math.max(20, req.wire.replyMs ?? 200));
+    if (nowMs - p.atMs < spacing) return;
+    p.repeats++;
+    p.atMs = nowMs;
+    this.stats.proofRepeats++;
+    this.sendUdp(req, nowMs);
+    req.deadline = null;
   }
 
   private udpTimeout(req: Req, nowMs: number): void {

@@ -114,6 +114,34 @@ test("a first contact whose request is lost on the way: its copy is the request,
   }
 }, 30_000);
 
+test("a lost proof goes again with the client's reports, unasked: the page comes though the server's later token answers are lost too", async () => {
+  // its own server: 127.0.0.1's budget starts empty there, so the stream starts unproven and waits for the proof
+  const own = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: 2_000_000 } });
+  const rand = seededRng(21);
+  let words = '';
+  while (words.length < 60_000) words += `${Math.floor(rand() * 1e9).toString(36)} `;
+  writeFileSync(join(root, 'proof.html'), `<!doctype html><title>proof</title><p>${words}</p>`); // far more than a first flight
+  let proofs = 0;
+  let tokenAnswers = 0;
+  const relayed = await startUdpRelay(own.port, {
+    toServer: (d) => (d.includes('Catp-Token: ') && proofs++ === 0 ? 'drop' : 'pass'),
+    toClient: (d) => (d.includes('DHTTP-Retry: token') && tokenAnswers++ > 0 ? 'drop' : 'pass'),
+  });
+  try {
+    const { tree, result } = await loadCatp('proof.html', relayed.port);
+    expect(result.kind).toBe('stream');
+    expect(serialize(tree.root!)).toBe(serialize(parse(readFileSync(join(root, 'proof.html'), 'utf8'), { scriptingEnabled: false })));
+    const client = host.counters().lanes[0].client;
+    // the proof the token answer asked for was lost, and so was every later token answer: only the repeat proved it
+    expect([proofs >= 2, client.retriesWithToken, client.proofRepeats >= 1]).toEqual([true, 1, true]);
+    expect(client.resends).toBe(0);
+    expect(own.counters().catpProven).toBe(1);
+  } finally {
+    await relayed.close();
+    await own.close();
+  }
+}, 30_000);
+
 test('in-order mode rebuilds the exact bytes under the same loss', async () => {
   const chunks: Uint8Array[] = [];
   let prefix = 0;

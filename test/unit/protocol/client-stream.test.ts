@@ -11,8 +11,8 @@ import { drainClient as drain } from './helpers/pipe';
 
 const SERVER = { address: '127.0.0.1', port: 8080 };
 
-function frame(idHex: string, seq: number): Uint8Array {
-  const f = new Uint8Array(40);
+function frame(idHex: string, seq: number, bytes = 40): Uint8Array {
+  const f = new Uint8Array(bytes);
   f.set(hexToId(idHex), 0);
   f[8] = 0xca; // not 'H': a stream datagram, whatever follows
   f[20] = seq;
@@ -160,12 +160,14 @@ describe("first contact: a stream's first flight comes unproven (address validat
     const again = sentRequests(drain(c).actions);
     expect(again).toHaveLength(1);
     expect(again[0]).toMatch(/Catp-Token: 1\.abc\.A{22}/);
-    c.receiveDatagram(frame(id, 0), SERVER, 6);
-    expect(drain(c).events.map((e) => e.type)).toEqual(['stream-frame']);
-    expect(runTimers(c, 6, 5000).requests).toEqual([]); // no resend timer
+    // the first flight and what follows the proof: more than the 4,540 bytes we sent
+    for (let k = 0; k < 4; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 6 + k);
+    expect(drain(c).events.map((e) => e.type)).toEqual(['stream-frame', 'stream-frame', 'stream-frame', 'stream-frame']);
+    expect(runTimers(c, 10, 5000).requests).toEqual([]); // no resend timer, and no proof again
+    expect(c.counters().proofRepeats).toBe(0);
   });
 
-  test('a token answer after the frames (the first was lost, or our proof was): the request again with the token, several times if need be; never TCP, and no resend timer', () => {
+  test('a token answer after the frames (the first was lost, or our proof was): the request again with the token, several times if need be; never TCP, and no resend timer (the proof again with the reports, a bounded number of times)', () => {
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
     drain(c);
@@ -179,8 +181,55 @@ describe("first contact: a stream's first flight comes unproven (address validat
       expect(actions.some((a) => a.type === 'connect')).toBe(false);
       expect(events.filter((e) => e.type === 'retry-over-tcp')).toHaveLength(0);
     }
-    expect(runTimers(c, 250, 5000).requests).toEqual([]); // no resend timer: the stream's repair drives it
+    // no resend timer: the stream's repair drives it, and its reports carry the proof again (the server has sent
+    // far less than we did: it may be waiting for it), at most eight times
+    const later = runTimers(c, 250, 5000);
+    expect(later.events.filter((e) => e.type === 'resend' || e.type === 'retry-over-tcp')).toHaveLength(0);
+    expect(later.requests).toHaveLength(8);
+    for (const r of later.requests) expect(r).toMatch(/Catp-Token: 1\.abc\.B{22}/);
     expect(c.counters().retriesWithToken).toBe(3);
+    expect(c.counters().proofRepeats).toBe(8);
+  });
+
+  test('a lost proof goes again with the reports, a first reply apart, until the server has sent more than we did', () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c); // 4,540 bytes of first contact, 4,652 on the wire
+    c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 80); // the first reply: 80 ms
+    expect(sentRequests(drain(c).actions)).toHaveLength(1); // the proof (lost, say)
+    // the first flight: three frames, what the first contact paid for
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 30 * k);
+    const early = drain(c);
+    expect(sentRequests(early.actions)).toEqual([]); // not before the proof has had the first reply's delay to show
+    // then nothing comes: the reports run on their timer, and the proof goes with them, 80 ms apart at least
+    const times: number[] = [];
+    for (let at = c.nextTimerAt(); at !== null && at <= 400; at = c.nextTimerAt()) {
+      c.handleTimer(at);
+      if (sentRequests(drain(c).actions).length > 0) times.push(at);
+    }
+    expect(times.length).toBeGreaterThanOrEqual(2);
+    expect(times[0]).toBeGreaterThanOrEqual(160);
+    for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).toBeGreaterThanOrEqual(80);
+    expect(c.counters().proofRepeats).toBe(times.length);
+    // the proof got through: the server sends more than we did, and the proof stops
+    for (let k = 3; k < 9; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 401 + k);
+    drain(c);
+    expect(runTimers(c, 410, 2000).requests).toEqual([]);
+    expect(c.counters().proofRepeats).toBe(times.length);
+  });
+
+  test('a stream proven from its first request (a token held before) never repeats its proof', () => {
+    const c = client();
+    const first = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c);
+    c.receiveDatagram(tokenAnswer(first, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 5);
+    drain(c);
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/other.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 10);
+    drain(c);
+    c.receiveDatagram(frame(id, 0, 100), SERVER, 20);
+    drain(c);
+    const later = runTimers(c, 20, 3000);
+    expect(later.requests.filter((r) => r.startsWith('GET /other.html'))).toEqual([]);
   });
 });
 
