@@ -624,8 +624,9 @@ export class DhttpClient {
    * token its `421` handed us). A lost proof would wait for the server's next `421`, which only our reports bring, at
    * most one a round trip: three lossy legs a try, a stall of several round trips at 20% loss. So while the server has
    * sent no more than we did (on the wire: what it may send an address it has not seen proven, so it may still be
-   * waiting), the proof goes again with the stream's reports once the last one has had time to show (the first
-   * reply's delay: a round trip and a little more), at most MAX_PROOF_REPEATS times. Once proven, the server sends
+   * waiting), the proof goes again when the stream next acts (a frame in, a report out: in a stall, the report timer)
+   * once the last one has had time to show (the first reply's delay: a round trip and a little more), at most
+   * MAX_PROOF_REPEATS times. Once proven, the server sends
    * more than it received, and a proof it gets again is a repeat it ignores (server.ts).
    */
   private repeatProof(req: Req, nowMs: number): void {
