@@ -23,7 +23,12 @@
  * --oracle-rate`) the server runs with `--pacing fixed` and every catp / inorder load asks for 0.95 × the link's
  * rate (Catp-Rate); every row then says "oracle rate (ablation)".
  *
- * Completion points (one link and one server per loss rate; loads interleaved by transport, rotated per
+ * Every catp and inorder load (completion, fast path) meets a server started for it (`Bench.freshCatp`): a first
+ * contact, its first flight paid for by its own padding under address validation, as a browser's first load from a
+ * server is (until session 35 the server stayed up across a point's loads, and what the earlier ones sent paid for
+ * the later ones' first flights). TCP's loads each open a connection, as before.
+ *
+ * Completion points (one link per loss rate; loads interleaved by transport, rotated per
  * repetition) run --parallel at a time (default 2; at 10,000 B/s the measured time is the network's, not the
  * CPU's). Fairness and fast path run alone. Needs root or user namespaces (labSupport()), nginx for fairness.
  * Prints tables on stdout, progress on stderr, writes bench/results/congestion.json.
@@ -268,8 +273,15 @@ const pacingOf = (o: Options): Pacing => (o.oracleRate ? 'fixed' : 'discover');
 
 interface Bench {
   link: Link;
-  catp: Origin;
   nginx?: Origin;
+  /**
+   * A new catp server in place of the running one, its cache warmed for `urlPath` from inside the server's
+   * namespace: the next DHTTP load is a first contact. The server keeps what each address sent it (address
+   * validation's budget, per address and over time), so a second load from the client's address would find its
+   * first flight paid for by the first one's reports and skip the first contact's cost, which a browser meets on
+   * every new server (as TCP's loads each pay a handshake).
+   */
+  freshCatp(t: TransportName, urlPath: string, tag: string): Promise<void>;
 }
 
 /** A link with the catp server (and optionally nginx) on its server side; closed by the returned close(). */
@@ -291,7 +303,13 @@ async function setUp(lo: LinkOptions, root: string, pacing: Pacing, withNginx = 
     await close();
     throw err;
   }
-  return { link, catp, ...(nginx ? { nginx } : {}), close };
+  const freshCatp = async (t: TransportName, urlPath: string, tag: string) => {
+    if (catp) await catp.close();
+    catp = undefined;
+    catp = await startOrigin(link, 'catp', root, CATP_PORT, undefined, pacing);
+    await warm(link, t, urlPath, tag);
+  };
+  return { link, ...(nginx ? { nginx } : {}), freshCatp, close };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -347,6 +365,10 @@ async function completionPoint(o: Options, root: string, loss: number, seed: num
         // transports rotated per repetition, so none always runs first (or right after another's leftovers)
         const order = COMPLETION.transports.map((_, i) => COMPLETION.transports[(i + rep) % COMPLETION.transports.length]!);
         for (const t of order) {
+          if (t !== 'tcp') {
+            await b.freshCatp(t, pageFile(size), tag); // a first contact, as a browser's first load from a server
+            await drain(b.link);
+          }
           const r = await load(b.link, t, pageFile(size), loadTimeout(size, COMPLETION.rate), o.oracleRate ? oracle(COMPLETION.rate) : null);
           pending.push({
             page: label(size), loss, transport: t, rep, ok: r.ok, startNs: r.startNs,
@@ -569,6 +591,10 @@ async function runFastpath(o: Options, root: string, rateLabel: string) {
     for (let rep = 0; rep < o.loads; rep++) {
       const order = rep % 2 === 0 ? FASTPATH.transports : [...FASTPATH.transports].reverse();
       for (const t of order) {
+        if (t !== 'tcp') {
+          await b.freshCatp(t, urlPath, 'fastpath'); // a first contact (Bench.freshCatp)
+          await drain(b.link);
+        }
         const r = await load(b.link, t, urlPath, loadTimeout(FASTPATH.pageBytes, FASTPATH.rate), o.oracleRate ? oracle(FASTPATH.rate) : null);
         pending.push({
           page: label(FASTPATH.pageBytes), loss: 0, transport: t, rep, ok: r.ok, startNs: r.startNs,
