@@ -275,13 +275,14 @@ interface Bench {
   link: Link;
   nginx?: Origin;
   /**
-   * A new catp server in place of the running one, its cache warmed for `urlPath` from inside the server's
-   * namespace: the next DHTTP load is a first contact. The server keeps what each address sent it (address
+   * A new catp server in place of the running one, its caches warmed for `urlPath` and each of `transports` (TCP's
+   * loads go to the same server's HTTP/1.1 side, whose brotli copy of a page a new server must make again) from
+   * inside the server's namespace: the next DHTTP load is a first contact. The server keeps what each address sent it (address
    * validation's budget, per address and over time), so a second load from the client's address would find its
    * first flight paid for by the first one's reports and skip the first contact's cost, which a browser meets on
    * every new server (as TCP's loads each pay a handshake).
    */
-  freshCatp(t: TransportName, urlPath: string, tag: string): Promise<void>;
+  freshCatp(transports: readonly TransportName[], urlPath: string, tag: string): Promise<void>;
 }
 
 /** A link with the catp server (and optionally nginx) on its server side; closed by the returned close(). */
@@ -303,11 +304,11 @@ async function setUp(lo: LinkOptions, root: string, pacing: Pacing, withNginx = 
     await close();
     throw err;
   }
-  const freshCatp = async (t: TransportName, urlPath: string, tag: string) => {
+  const freshCatp = async (transports: readonly TransportName[], urlPath: string, tag: string) => {
     if (catp) await catp.close();
     catp = undefined;
     catp = await startOrigin(link, 'catp', root, CATP_PORT, undefined, pacing);
-    await warm(link, t, urlPath, tag);
+    for (const t of transports) await warm(link, t, urlPath, tag);
   };
   return { link, ...(nginx ? { nginx } : {}), freshCatp, close };
 }
@@ -366,7 +367,7 @@ async function completionPoint(o: Options, root: string, loss: number, seed: num
         const order = COMPLETION.transports.map((_, i) => COMPLETION.transports[(i + rep) % COMPLETION.transports.length]!);
         for (const t of order) {
           if (t !== 'tcp') {
-            await b.freshCatp(t, pageFile(size), tag); // a first contact, as a browser's first load from a server
+            await b.freshCatp(COMPLETION.transports, pageFile(size), tag); // a first contact, as a browser's first load from a server
             await drain(b.link);
           }
           const r = await load(b.link, t, pageFile(size), loadTimeout(size, COMPLETION.rate), o.oracleRate ? oracle(COMPLETION.rate) : null);
@@ -592,7 +593,7 @@ async function runFastpath(o: Options, root: string, rateLabel: string) {
       const order = rep % 2 === 0 ? FASTPATH.transports : [...FASTPATH.transports].reverse();
       for (const t of order) {
         if (t !== 'tcp') {
-          await b.freshCatp(t, urlPath, 'fastpath'); // a first contact (Bench.freshCatp)
+          await b.freshCatp(FASTPATH.transports, urlPath, 'fastpath'); // a first contact (Bench.freshCatp)
           await drain(b.link);
         }
         const r = await load(b.link, t, urlPath, loadTimeout(FASTPATH.pageBytes, FASTPATH.rate), o.oracleRate ? oracle(FASTPATH.rate) : null);
