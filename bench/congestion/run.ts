@@ -277,10 +277,10 @@ interface Bench {
   /**
    * A new catp server in place of the running one, its caches warmed for `urlPath` and each of `transports` (TCP's
    * loads go to the same server's HTTP/1.1 side, whose brotli copy of a page a new server must make again) from
-   * inside the server's namespace: the next DHTTP load is a first contact. The server keeps what each address sent it (address
-   * validation's budget, per address and over time), so a second load from the client's address would find its
-   * first flight paid for by the first one's reports and skip the first contact's cost, which a browser meets on
-   * every new server (as TCP's loads each pay a handshake).
+   * inside the server's namespace: the next DHTTP load is a first contact. The server keeps what each address sent
+   * it (address validation's budget, per address and over time), so a second load from the client's address would
+   * find its first flight paid for by the first one's reports and skip the first contact's cost, which a browser
+   * meets on every new server (as TCP's loads each pay a handshake).
    */
   freshCatp(transports: readonly TransportName[], urlPath: string, tag: string): Promise<void>;
 }

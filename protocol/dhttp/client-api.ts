@@ -140,8 +140,8 @@ export interface ClientCounters {
   /** Requests sent again with the server's address token (`Dhttp-Retry: token`: the answer was too large for an unproven address). */
   retriesWithToken: number;
   /**
-   * A stream's proof of our address sent again with its reports, unasked (the server had sent no more than we had:
-   * it may still be waiting for the proof, which would otherwise wait for its next `421`).
+   * A stream's proof of our address sent again unasked, when the stream next acted (the server had sent no more than
+   * we had: it may still be waiting for the proof, which would otherwise wait for its next `421`).
    */
   proofRepeats: number;
   failed: number;
