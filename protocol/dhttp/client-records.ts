@@ -44,10 +44,11 @@ export interface Req {
   /** Times sent again with a token after `Dhttp-Retry: token` (once; a stream's request up to MAX_STREAM_TOKEN_RETRIES). */
   tokenRetries: number;
   /**
-   * A stream over UDP: the bytes its datagrams carried each way on the wire (with their IP and UDP headers), and when
-   * the first datagram of its answer came (ms after the request's latest send: a round trip and a little more).
+   * A stream over UDP: the bytes its datagrams carried each way on the wire (with their IP and UDP headers, `overhead`
+   * a datagram, worked out once), and when the first datagram of its answer came (ms after the request's latest
+   * send: a round trip and a little more).
    */
-  wire: { sent: number; received: number; replyMs: number | null };
+  wire: { sent: number; received: number; overhead: number; replyMs: number | null };
   /** A stream the server started unproven: when we last sent our proof (the request with its token), and how often again. */
   proof: { atMs: number; repeats: number } | null;
   phase: Phase;

@@ -149,7 +149,7 @@ export class DhttpClient {
       http,
       parts: { path: target.path, headers, body },
       tokenRetries: 0,
-      wire: { sent: 0, received: 0, replyMs: null },
+      wire: { sent: 0, received: 0, overhead: datagramOverhead(target.host), replyMs: null },
       proof: null,
       phase: 'new',
       registered: false,
@@ -608,12 +608,12 @@ export class DhttpClient {
 
   /** One datagram of a request to its server (a stream's counted on the wire: `wire.sent`). */
   private sendDatagram(req: Req, data: Uint8Array): void {
-    if (req.load !== null) req.wire.sent += data.length + datagramOverhead(req.target.host);
+    if (req.load !== null) req.wire.sent += data.length + req.wire.overhead;
     this.actions.push({ type: 'send-datagram', to: { host: req.target.host, port: req.target.port }, data });
   }
 
   private countReceived(req: Req, data: Uint8Array, nowMs: number): void {
-    req.wire.received += data.length + datagramOverhead(req.target.host);
+    req.wire.received += data.length + req.wire.overhead;
     req.wire.replyMs ??= nowMs - req.lastSendMs;
     // more than we sent: the server has our proof (a later `421` would start `repeatProof` again)
     if (req.proof !== null && req.wire.received > req.wire.sent) req.proof = null;

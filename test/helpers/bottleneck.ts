@@ -45,8 +45,8 @@ export interface BottleneckOptions {
    * (datagrams of at most 1,488 bytes on the wire, each its serialization at the link's rate after the one before).
    * The proof (the repeated request) reaches the sender one handshake round trip after the token answer left: the
    * token answer's serialization (`tokenBytes` at the link's rate), the delay down, the proof's serialization
-   * (`proofBytes`) and the delay up, and not before the padding ahead of it on the way up is in. Then the budget lifts and the sender is given that RTT (`onHandshakeRtt`), as
-   * server/catp.ts does. (The reports' own allowance before the proof is left out.)
+   * (`proofBytes`) and the delay up, and not before the padding ahead of it on the way up is in. Then the budget
+   * lifts and the sender is given that RTT (`onHandshakeRtt`), as server/catp.ts does. (The reports' own allowance before the proof is left out.)
    */
   firstFlight?: { budgetBytes: number; paddingBytes?: number; perFrame?: number; tokenBytes?: number; proofBytes?: number };
   /**
