@@ -1,11 +1,11 @@
 /**
- * Rate discovery (protocol/catp/rate-control.ts) through a simulated bottleneck (test/helpers/bottleneck.ts: the
+ * Rate discovery (protocol/catp/rate-control.ts) through a simulated bottleneck (lab/sim-link.ts: the
  * lab's link model on a fake clock): the sender is told no rate, and must find it, keep it through random loss,
  * follow a drop, and keep the queue short. The page is the in-order (raw) mode's frames: the same sender as CATP.
  */
 import { CatpAssembler, encodePage, encodeRaw, RawAssembler, RepairSender } from '../../../protocol/catp';
 import { RateController } from '../../../protocol/catp/rate-control';
-import { FIRST_CONTACT, maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../helpers/bottleneck';
+import { FIRST_CONTACT, maxQueueDelay, runBottleneck, throughput, type BottleneckOptions } from '../../../lab/sim-link';
 import * as fs from 'fs';
 import * as path from 'path';
 import { codec, rng, seqOf, sha256 } from '../../helpers/catp-util';
@@ -584,7 +584,7 @@ describe("the first round trip: the dispersion of a first contact's two datagram
   });
 });
 
-describe('sharing the bottleneck with a bulk TCP flow (a simulated CUBIC sender, test/helpers/bottleneck.ts)', () => {
+describe('sharing the bottleneck with a bulk TCP flow (a simulated CUBIC sender, lab/sim-link.ts)', () => {
   // bench:congestion's fairness run in the simulation: 100 kB/s, 20 ms one way, the lab's queue (200 ms); the TCP
   // flow fills it first, and the in-order page (the size of the lab's 1 MB page brotli-coded) starts at 21 moments
   // of its sawtooth. Over the overlap, each flow's share of an even split.

@@ -5,9 +5,9 @@
  * and random loss when `upLoss` is given (the lab drops both ways). The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
  * A bulk TCP flow (a CUBIC model, `tcp`) may share the queue, as in bench:congestion's fairness run.
  */
-import { RawAssembler, RepairSender, CatpAssembler } from '../../protocol/catp';
-import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../../protocol/dhttp/address-validation';
-import { rng } from './catp-util';
+import { RawAssembler, RepairSender, CatpAssembler } from '../protocol/catp';
+import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../protocol/dhttp/address-validation';
+import { seededRng } from '../protocol/random';
 
 /** IPv4 and UDP headers, which the server's address budget counts with every datagram. */
 const HEADERS = 28;
@@ -87,6 +87,8 @@ export interface BottleneckResult {
   sent: number;
   /** the competing TCP flow's counts (null without one) */
   tcp: TcpFlowStats | null;
+  /** when the client could show something new: each `index-piece` and `block-filled` event (a CATP client's) */
+  usefulAt: number[];
 }
 
 /**
@@ -176,7 +178,7 @@ class CubicFlow {
 }
 
 export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpAssembler, o: BottleneckOptions): BottleneckResult {
-  const r = rng(o.seed ?? 1);
+  const r = seededRng(o.seed ?? 1);
   const rateAt = typeof o.rate === 'number' ? () => o.rate as number : o.rate;
   const queueBytes = o.queueBytes ?? Math.max(15000, 200 * rateAt(0));
   const maxMs = o.maxMs ?? 120_000;
@@ -187,7 +189,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
   const inQueue: Array<{ depart: number; size: number }> = [];
   let qHead = 0;
   let lastDepart = 0;
-  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0, tcp: null };
+  const res: BottleneckResult = { completeAt: null, endMs: 0, departures: [], queueDelays: [], lossDrops: 0, queueDrops: 0, sent: 0, tcp: null, usefulAt: [] };
   const tcp = o.tcp ? new CubicFlow(o.tcp.packetBytes ?? 1500) : null;
   if (tcp) res.tcp = tcp.stats;
   const tcpAcks: Array<{ at: number; seq: number }> = [];
@@ -282,6 +284,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     }
     for (let e = client.nextEvent(); e; e = client.nextEvent()) {
       if (e.type === 'page-complete' && res.completeAt === null) res.completeAt = now;
+      else if (e.type === 'index-piece' || e.type === 'block-filled') res.usefulAt.push(now);
     }
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;

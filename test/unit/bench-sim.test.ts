@@ -1,0 +1,59 @@
+// bench:sim's pure half (bench/sim/sweep.ts): a CATP load through the simulated link, and the figures a sweep keeps
+// and compares.
+import { compare, type Load, nameSeed, perPage, simulateLoad, summarize } from '../../bench/sim/sweep';
+import { encodePage } from '../../protocol/catp';
+import { generatePage } from '../../lab/silent-time/pages';
+import { codec, sha256 } from '../helpers/catp-util';
+
+const page = encodePage(generatePage(20_000), { sha256, codec });
+const LINK = { rate: 50_000, delayMs: 40 };
+
+describe('bench/sim', () => {
+  test('a load through the simulated link completes; its longest wait covers the first useful frame; the same seed gives the same load', () => {
+    const a = simulateLoad(page.frames, page.indexFrames, LINK, 0.1, true, 7, codec);
+    expect(a.complete).not.toBeNull();
+    expect(a.first).toBeGreaterThan(2 * LINK.delayMs); // a round trip at least
+    expect(a.gap).toBeGreaterThanOrEqual(a.first!);
+    expect(a.complete!).toBeGreaterThanOrEqual(a.first!);
+    expect(a.sendsPerFrame).toBeGreaterThanOrEqual(1);
+    expect(simulateLoad(page.frames, page.indexFrames, LINK, 0.1, true, 7, codec)).toEqual(a);
+    // no loss: every frame once, the page at about the link's rate plus the first contact's round trips
+    const clean = simulateLoad(page.frames, page.indexFrames, LINK, 0, false, 7, codec);
+    expect(clean.sendsPerFrame).toBe(1);
+    const bytes = page.frames.reduce((n, f) => n + f.length + 28, 0);
+    expect(clean.complete!).toBeLessThan((bytes / LINK.rate) * 1000 + 400);
+  });
+
+  test('per-page means, per-point summaries, and a comparison that finds a change and only that', () => {
+    const loads: Load[] = [];
+    for (const name of ['a', 'b']) {
+      for (const seed of [1, 2, 3]) {
+        const r = simulateLoad(page.frames, page.indexFrames, LINK, 0.1, false, nameSeed(name) + seed, codec);
+        loads.push({ page: name, rate: LINK.rate, loss: 0.1, hint: false, seed, ...r });
+      }
+    }
+    const pages = perPage(loads);
+    expect(pages.map((p) => [p.page, p.loads, p.failed])).toEqual([['a', 3, 0], ['b', 3, 0]]);
+    const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+    expect(pages[0].completeMs).toBeCloseTo(mean(loads.slice(0, 3).map((l) => l.complete!)), 0);
+    const [point] = summarize(loads, { links: [LINK], losses: [0.1], hints: [false] });
+    expect(point.loads).toBe(6);
+    expect(point.gapMs).toBeCloseTo(mean(loads.map((l) => l.gap!)), 6);
+    // the same run: every ratio 1; page b 10% slower in a second run: only b counted worse
+    const same = compare(pages, pages);
+    expect(same).toHaveLength(1);
+    expect(same[0]).toMatchObject({ pages: 2, completion: 1, gap: 1, completionBetter: 0, completionWorse: 0 });
+    const slower = pages.map((p) => (p.page === 'b' ? { ...p, completeMs: p.completeMs * 1.1, gapMs: p.gapMs * 1.1 } : p));
+    const c = compare(slower, pages)[0];
+    expect(c.completion).toBeCloseTo(Math.sqrt(1.1), 6);
+    expect([c.completionWorse, c.gapWorse, c.gapBetter]).toEqual([1, 1, 0]);
+    expect(c.worstGaps[0][0]).toBe('b');
+    // nothing in common: a clear error, not a table of nothing
+    expect(() => compare(pages, pages.map((p) => ({ ...p, rate: 1 })))).toThrow(expect.objectContaining({ code: 'BENCH_ERR_COMPARE' }));
+  });
+
+  test("each page's drop patterns are its own and the same in every run", () => {
+    expect(nameSeed('lemonde-1')).toBe(nameSeed('lemonde-1'));
+    expect(nameSeed('lemonde-1')).not.toBe(nameSeed('lemonde-2'));
+  });
+});
