@@ -5,8 +5,11 @@ import { FIRST_CONTACT, runBottleneck } from '../../lab/sim-link';
 import { sha256 } from '../../platform/sha256';
 import { BenchError } from '../errors';
 
-/** One load's figures: ms after the request; `gap` the longest wait for a useful frame, the first included. */
-export interface Load { page: string; rate: number; loss: number; hint: boolean; seed: number; complete: number | null; first: number | null; gap: number | null; sendsPerFrame: number; queueDrops: number }
+/**
+ * One load's figures: ms after the request reached the server (lab/sim-link.ts starts there); `gap` the longest wait
+ * for a useful frame, the first included.
+ */
+export interface Load { page: string; rate: number; delayMs: number; loss: number; hint: boolean; seed: number; complete: number | null; first: number | null; gap: number | null; sendsPerFrame: number; queueDrops: number }
 
 /** Per point (link, loss, hint): means over the loads that completed. */
 export interface Point { rate: number; delayMs: number; loss: number; hint: boolean; loads: number; failed: number; completeMs: number; gapMs: number; firstMs: number; sendsPerFrame: number; loadsWithQueueDrops: number }
@@ -36,7 +39,7 @@ export function nameSeed(name: string): number {
 }
 
 const mean = (xs: number[]) => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
-const key = (p: { rate: number; loss: number; hint: boolean }) => `${p.rate}|${p.loss}|${p.hint}`;
+const key = (p: { rate: number; delayMs: number; loss: number; hint: boolean }) => `${p.rate}|${p.delayMs}|${p.loss}|${p.hint}`;
 
 /** Per link, loss and hint of `o`: means over the loads that completed. */
 export function summarize(loads: Load[], o: { links: Array<{ rate: number; delayMs: number }>; losses: number[]; hints: boolean[] }): Point[] {
@@ -44,7 +47,7 @@ export function summarize(loads: Load[], o: { links: Array<{ rate: number; delay
   for (const link of o.links) {
     for (const loss of o.losses) {
       for (const hint of o.hints) {
-        const ls = loads.filter((l) => l.rate === link.rate && l.loss === loss && l.hint === hint);
+        const ls = loads.filter((l) => l.rate === link.rate && l.delayMs === link.delayMs && l.loss === loss && l.hint === hint);
         const ok = ls.filter((l) => l.complete !== null);
         out.push({
           ...link, loss, hint, loads: ls.length, failed: ls.length - ok.length,
@@ -58,7 +61,7 @@ export function summarize(loads: Load[], o: { links: Array<{ rate: number; delay
 }
 
 /** One page's means at one point (what the JSON keeps, and what --compare reads). */
-export interface PagePoint { page: string; rate: number; loss: number; hint: boolean; loads: number; failed: number; completeMs: number; gapMs: number; sendsPerFrame: number }
+export interface PagePoint { page: string; rate: number; delayMs: number; loss: number; hint: boolean; loads: number; failed: number; completeMs: number; gapMs: number; sendsPerFrame: number }
 
 /** Each page's means at each point. */
 export function perPage(loads: Load[]): PagePoint[] {
@@ -73,7 +76,7 @@ export function perPage(loads: Load[]): PagePoint[] {
   return [...m.values()].map((ls) => {
     const ok = ls.filter((l) => l.complete !== null);
     return {
-      page: ls[0].page, rate: ls[0].rate, loss: ls[0].loss, hint: ls[0].hint, loads: ls.length, failed: ls.length - ok.length,
+      page: ls[0].page, rate: ls[0].rate, delayMs: ls[0].delayMs, loss: ls[0].loss, hint: ls[0].hint, loads: ls.length, failed: ls.length - ok.length,
       completeMs: r1(mean(ok.map((l) => l.complete as number))), gapMs: r1(mean(ok.map((l) => l.gap as number))), sendsPerFrame: Math.round(mean(ls.map((l) => l.sendsPerFrame)) * 1000) / 1000,
     };
   });
@@ -81,7 +84,7 @@ export function perPage(loads: Load[]): PagePoint[] {
 
 /** new/old per point: geometric means of the pages' ratios of means, pages better or worse by > 2%, the worst gaps. */
 /** One point of a comparison: geometric means of the pages' new/old ratios, pages beyond 2% either way, worst gaps. */
-export interface CompareRow { rate: number; loss: number; hint: boolean; pages: number; completion: number; completionBetter: number; completionWorse: number; gap: number; gapBetter: number; gapWorse: number; worstGaps: Array<[string, number]> }
+export interface CompareRow { rate: number; delayMs: number; loss: number; hint: boolean; pages: number; completion: number; completionBetter: number; completionWorse: number; gap: number; gapBetter: number; gapWorse: number; worstGaps: Array<[string, number]> }
 
 /** new / old per point, over the pages both runs have (throws BENCH_ERR_COMPARE when they share none). */
 export function compare(now: PagePoint[], old: PagePoint[]): CompareRow[] {
@@ -99,7 +102,7 @@ export function compare(now: PagePoint[], old: PagePoint[]): CompareRow[] {
   if (points.size === 0) throw new BenchError('BENCH_ERR_COMPARE', 'the compared run has no page and point in common with this one');
   const gm = (xs: number[]) => Math.exp(mean(xs.map(Math.log)));
   return [...points.values()].map(({ p, c, g, worst }) => ({
-    rate: p.rate, loss: p.loss, hint: p.hint, pages: c.length,
+    rate: p.rate, delayMs: p.delayMs, loss: p.loss, hint: p.hint, pages: c.length,
     completion: gm(c), completionBetter: c.filter((x) => x < 0.98).length, completionWorse: c.filter((x) => x > 1.02).length,
     gap: gm(g), gapBetter: g.filter((x) => x < 0.98).length, gapWorse: g.filter((x) => x > 1.02).length,
     worstGaps: worst.sort((x, y) => y[1] - x[1]).slice(0, 3),

@@ -29,7 +29,7 @@ describe('bench/sim', () => {
     for (const name of ['a', 'b']) {
       for (const seed of [1, 2, 3]) {
         const r = simulateLoad(page.frames, page.indexFrames, LINK, 0.1, false, nameSeed(name) + seed, codec);
-        loads.push({ page: name, rate: LINK.rate, loss: 0.1, hint: false, seed, ...r });
+        loads.push({ page: name, ...LINK, loss: 0.1, hint: false, seed, ...r });
       }
     }
     const pages = perPage(loads);
