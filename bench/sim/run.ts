@@ -178,6 +178,10 @@ async function main(): Promise<void> {
       `  ${p.completeMs.toFixed(0).padStart(13)}  ${p.gapMs.toFixed(0).padStart(6)}  ${p.firstMs.toFixed(0).padStart(8)}  ${p.sendsPerFrame.toFixed(3).padStart(11)}  ${String(p.loadsWithQueueDrops).padStart(21)}`);
   }
   const byPage = perPage(loads);
+  // written before the comparison, so a comparison that cannot be made does not lose the run
+  fs.mkdirSync(path.dirname(o.out), { recursive: true });
+  fs.writeFileSync(o.out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: { ...o, pages: pages.map((p) => p.name) }, points, pages: byPage })}\n`);
+  console.log(`wrote ${path.relative(process.cwd(), o.out)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   if (old !== null) {
     console.log("\nnew / old (geometric mean of the pages' ratios of means; better / worse: pages beyond 2%)");
     console.log('B/s      ms  loss  hint  pages  completion  better/worse  longest gap  better/worse  worst gaps');
@@ -187,9 +191,6 @@ async function main(): Promise<void> {
         r.worstGaps.map(([page, x]) => `${page} ${x.toFixed(2)}`).join(', '));
     }
   }
-  fs.mkdirSync(path.dirname(o.out), { recursive: true });
-  fs.writeFileSync(o.out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: { ...o, pages: pages.map((p) => p.name) }, points, pages: byPage })}\n`);
-  console.log(`wrote ${path.relative(process.cwd(), o.out)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
 }
 
 if (require.main === module) {
