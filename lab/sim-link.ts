@@ -4,6 +4,8 @@
  * serializing at `rate` bytes per ms with a tail-drop bound in bytes, then propagation delay. Up (reports): delay,
  * and random loss when `upLoss` is given (the lab drops both ways). The rate may change over time. Both directions are FIFO, so arrivals are two queues, not a heap.
  * A bulk TCP flow (a CUBIC model, `tcp`) may share the queue, as in bench:congestion's fairness run.
+ * The clock starts when the request has reached the server (the lab's times start when it is sent: one delay
+ * earlier). Used by the rate-control tests and by bench:sim (bench/sim/).
  */
 import { RawAssembler, RepairSender, CatpAssembler } from '../protocol/catp';
 import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../protocol/dhttp/address-validation';
