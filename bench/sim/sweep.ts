@@ -3,6 +3,7 @@
 import { type FrameCodec, CatpAssembler, RepairSender } from '../../protocol/catp';
 import { FIRST_CONTACT, runBottleneck } from '../../lab/sim-link';
 import { sha256 } from '../../platform/sha256';
+import { longestGap } from '../../protocol/silent-time';
 import { BenchError } from '../errors';
 
 /**
@@ -26,8 +27,8 @@ export function simulateLoad(frames: Uint8Array[], indexFrames: number, link: { 
   if (hint) sender.onPathRateHint(0, perMs * 0.97);
   const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
   const res = runBottleneck(sender, client, { rate: perMs, delayMs: link.delayMs, loss, upLoss: loss, seed, firstFlight: FIRST_CONTACT, timerLateMs: 1, maxMs: 300_000 });
-  let gap: number | null = res.usefulAt.length > 0 ? res.usefulAt[0] : null;
-  for (let i = 1; i < res.usefulAt.length; i++) gap = Math.max(gap as number, res.usefulAt[i] - res.usefulAt[i - 1]);
+  // the clock starts at 0 (the request at the server), so the first gap is the wait for the first useful frame
+  const gap = longestGap(0, res.usefulAt)?.ms ?? null;
   return { complete: res.completeAt, first: res.usefulAt[0] ?? null, gap, sendsPerFrame: res.sent / frames.length, queueDrops: res.queueDrops };
 }
 
@@ -82,7 +83,6 @@ export function perPage(loads: Load[]): PagePoint[] {
   });
 }
 
-/** new/old per point: geometric means of the pages' ratios of means, pages better or worse by > 2%, the worst gaps. */
 /** One point of a comparison: geometric means of the pages' new/old ratios, pages beyond 2% either way, worst gaps. */
 export interface CompareRow { rate: number; delayMs: number; loss: number; hint: boolean; pages: number; completion: number; completionBetter: number; completionWorse: number; gap: number; gapBetter: number; gapWorse: number; worstGaps: Array<[string, number]> }
 
