@@ -9,7 +9,7 @@
  */
 import { CATP_ERR, REJECT, Reject } from './errors';
 import { CHECK_BYTES, DIGEST_BYTES, Sha256 } from './encoder';
-import { BLOCK_DIGEST_BYTES, BlockInfo, DEFAULT_INDEX_LIMITS, decodeIndexPiece, IndexLimits, IndexPiece, PAGE_DIGEST_BYTES, SlotRef, STREAMS } from './index-piece';
+import { BLOCK_DIGEST_BYTES, BlockInfo, blockFrames, DEFAULT_INDEX_LIMITS, decodeIndexPiece, IndexLimits, IndexPiece, PAGE_DIGEST_BYTES, SlotRef, STREAMS } from './index-piece';
 import { FrameCodec, MAX_DECODED_PAYLOAD, unpackPayload } from './payload-codec';
 import { RepairReceiver, ReceiverOptions } from './repair';
 import { ByteReader, bytesEqual, decodeHeader, FRAME_FLAG_REUSE, FRAME_KIND, FrameHeader, FrameKind, HEADER_BYTES, ID_BYTES, PAGE_ID_BYTES } from './wire';
@@ -381,6 +381,9 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private slots = 0;
   private blockPieces = 0;
   private infos: Array<BlockInfo | null> = [];
+  /** Blocks the index frames here describe, and the data frames they span (the whole index: every data frame). */
+  private blocksDescribed = 0;
+  private blockFramesDescribed = 0;
   private readonly blockOfSeq = new Map<number, number>();
   /** Data frames whose block is not described yet (by seq; payload in `raw`). */
   private readonly held = new Set<number>();
@@ -403,7 +406,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   progress(): { blocksFilled: number; blocks: number; indexReady: boolean; indexPieces: number; indexFrames: number } {
     return {
       blocksFilled: this.filled,
-      blocks: this.indexFrames < 0 ? -1 : this.total - this.indexFrames,
+      // every data frame a block until the whole index says which blocks span several
+      blocks: this.indexFrames < 0 ? -1 : this.piecesHave === this.indexFrames ? this.blocksDescribed : this.total - this.indexFrames,
       indexReady: this.indexFrames > 0 && this.piecesHave === this.indexFrames,
       indexPieces: this.piecesHave,
       indexFrames: Math.max(0, this.indexFrames),
@@ -463,7 +467,15 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     }
     this.raw[h.seq] = payload;
     this.seqKind[h.seq] = KIND_DATA;
-    this.applyData(h.seq, b, payload);
+    if (this.blockComplete(b)) this.applyData(h.seq, b);
+  }
+
+  /** Whether every data frame of block `b` is here (and none is still held for want of its description). */
+  private blockComplete(b: number): boolean {
+    const info = this.infos[b] as BlockInfo;
+    const n = blockFrames(info);
+    for (let k = 0; k < n; k++) if (this.raw[info.seq + k] === null || this.held.has(info.seq + k)) return false;
+    return true;
   }
 
   private corrupt(code: string, message: string): void {
@@ -481,7 +493,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       body = unpackPayload(payload.subarray(CHECK_BYTES), this.codec, MAX_DECODED_PAYLOAD);
       if (!bytesEqual(this.sha256(body).subarray(0, CHECK_BYTES), payload.subarray(0, CHECK_BYTES))) throw new Reject(REJECT.INDEX_DIGEST);
       piece = decodeIndexPiece(body, this.limits, this.total - this.indexFrames, this.total);
-      this.check(piece);
+      this.check(piece, seq);
     } catch (e) {
       this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_INDEX, e instanceof Error ? e.message : '');
     }
@@ -490,8 +502,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     this.commit(piece, body.slice());
   }
 
-  /** Everything a new piece must agree with. Throws Reject; changes nothing. */
-  private check(p: IndexPiece): void {
+  /** Everything a new piece (arriving as frame `seq`) must agree with. Throws Reject; changes nothing. */
+  private check(p: IndexPiece, seq: number): void {
     if (p.ordinal >= this.indexFrames) throw new Reject(REJECT.BAD_INDEX, 'ordinal past the index');
     if (this.pieces[p.ordinal] !== null) throw new Reject(REJECT.INDEX_CONFLICT, `a second index frame ${p.ordinal}`);
     if ((p.ordinal === 0) !== (p.pageDigest !== null)) throw new Reject(REJECT.BAD_INDEX, 'page digest in the wrong frame');
@@ -545,16 +557,24 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     for (const b of p.blocks) {
       if (this.infos[b.block] !== null) throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} described twice`);
       if (overlaps(this.blockSpans[b.stream], b.firstPiece, b.pieces)) throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} pieces`);
-      if (this.seqKind[b.seq] === KIND_INDEX || (this.blockOfSeq.has(b.seq) && this.blockOfSeq.get(b.seq) !== b.block)) {
-        throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} frame number`);
+      for (let k = 0, n = blockFrames(b); k < n; k++) {
+        const at = b.seq + k;
+        if (at === seq || this.seqKind[at] === KIND_INDEX || (this.blockOfSeq.has(at) && this.blockOfSeq.get(at) !== b.block)) {
+          throw new Reject(REJECT.INDEX_CONFLICT, `block ${b.block} frame number`);
+        }
       }
+    }
+    if (this.blockFramesDescribed + p.blocks.reduce((sum, b) => sum + blockFrames(b), 0) > this.total - this.indexFrames) {
+      throw new Reject(REJECT.INDEX_CONFLICT, 'blocks span more frames than the page has data frames');
     }
     // ... nor twice within this piece
     const dupSeq = new Set<number>();
     const byStream: Array<Array<[number, number]>> = [[], [], []];
     for (const b of p.blocks) {
-      if (dupSeq.has(b.seq)) throw new Reject(REJECT.INDEX_CONFLICT, 'two blocks in one frame');
-      dupSeq.add(b.seq);
+      for (let k = 0, n = blockFrames(b); k < n; k++) {
+        if (dupSeq.has(b.seq + k)) throw new Reject(REJECT.INDEX_CONFLICT, 'two blocks in one frame');
+        dupSeq.add(b.seq + k);
+      }
       byStream[b.stream].push([b.firstPiece, b.pieces]);
     }
     for (let s = 0; s < STREAMS; s++) {
@@ -614,27 +634,38 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
         }
       }
     }
-    const newlyKnown: number[] = [];
+    const newlyKnown: number[] = []; // blocks some of whose frames were held
     const newBlockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
     for (const b of p.blocks) newBlockSpans[b.stream].push({ firstPiece: b.firstPiece, parts: b.pieces });
     for (let st = 0; st < STREAMS; st++) insertBatch(this.blockSpans[st], newBlockSpans[st].sort((a, b) => a.firstPiece - b.firstPiece));
     for (const b of p.blocks) {
       this.infos[b.block] = b;
-      this.blockOfSeq.set(b.seq, b.block);
+      this.blocksDescribed++;
       this.blockPieces += b.pieces;
-      if (this.held.has(b.seq)) newlyKnown.push(b.seq);
+      let wasHeld = false;
+      for (let k = 0, n = blockFrames(b); k < n; k++) {
+        this.blockOfSeq.set(b.seq + k, b.block);
+        this.blockFramesDescribed++;
+        if (!this.held.delete(b.seq + k)) continue;
+        this.heldBytes -= (this.raw[b.seq + k] as Uint8Array).length;
+        wasHeld = true;
+      }
+      if (wasHeld) newlyKnown.push(b.block);
     }
     this.emit({ type: 'index-piece', piece: p, fills });
     // index-complete comes before the fills of data frames held for this piece: the last of them may finish the page
     if (this.piecesHave === this.indexFrames) {
-      this.emit({ type: 'index-complete', blocks: this.total - this.indexFrames, slots: this.slots });
+      // every data frame in exactly one block (no two blocks share one: check), blocks numbered 0 .. count - 1
+      if (this.blockFramesDescribed !== this.total - this.indexFrames || this.infos.slice(0, this.blocksDescribed).includes(null)) {
+        return this.corrupt(REJECT.BAD_INDEX, 'the blocks do not cover the data frames');
+      }
+      this.emit({ type: 'index-complete', blocks: this.blocksDescribed, slots: this.slots });
     }
-    for (const seq of newlyKnown) {
-      const payload = this.raw[seq] as Uint8Array;
-      this.held.delete(seq);
-      this.heldBytes -= payload.length;
+    for (const b of newlyKnown) {
+      const info = this.infos[b] as BlockInfo;
+      if (!this.blockComplete(b)) continue;
       try {
-        this.applyData(seq, this.blockOfSeq.get(seq) as number, payload);
+        this.applyData(info.seq, b);
       } catch (e) {
         this.count(e instanceof Reject ? e.code : 'CATP_ERR_INTERNAL');
       }
@@ -642,18 +673,42 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     this.maybeFinish();
   }
 
-  private applyData(seq: number, b: number, payload: Uint8Array): void {
+  /**
+   * Decodes block `b` from its frames (all here) and fills it. `seq`: the frame that completed it, refused with the
+   * reason when the block does not decode or check out; the block's other frames are dropped with it (which of
+   * them is bad cannot be told), so all are asked for again.
+   */
+  private applyData(seq: number, b: number): void {
+    const info = this.infos[b] as BlockInfo;
+    const n = blockFrames(info);
     let decoded: Uint8Array;
     let fills: SlotFill[];
     try {
-      decoded = unpackPayload(payload, this.codec, MAX_DECODED_PAYLOAD);
+      decoded = unpackPayload(n === 1 ? (this.raw[info.seq] as Uint8Array) : this.joinFrames(info.seq, n), this.codec, MAX_DECODED_PAYLOAD);
       fills = this.decodeBlock(b, decoded);
     } catch (e) {
-      this.raw[seq] = null;
-      this.seqKind[seq] = 0;
+      for (let k = 0; k < n; k++) {
+        this.raw[info.seq + k] = null;
+        this.seqKind[info.seq + k] = 0;
+        if (info.seq + k !== seq) this.receiver.unmark(info.seq + k);
+      }
       this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_BLOCK);
     }
     this.accept(b, decoded.slice(), fills, false);
+  }
+
+  /** The payloads of frames seq .. seq + n - 1, joined: a block's packed payload. */
+  private joinFrames(seq: number, n: number): Uint8Array {
+    let size = 0;
+    for (let k = 0; k < n; k++) size += (this.raw[seq + k] as Uint8Array).length;
+    const out = new Uint8Array(size);
+    let o = 0;
+    for (let k = 0; k < n; k++) {
+      const part = this.raw[seq + k] as Uint8Array;
+      out.set(part, o);
+      o += part.length;
+    }
+    return out;
   }
 
   /** Checks a decoded block against the index (digest, piece count, UTF-8) and returns its fills. Throws Reject. */
@@ -711,7 +766,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       this.count('CATP_REUSE_REFUSED');
       return false;
     }
-    this.receiver.holdLocal(info.seq);
+    for (let k = 0, n = blockFrames(info); k < n; k++) this.receiver.holdLocal(info.seq + k);
     this.accept(block, payload.slice(), fills, true);
     return true;
   }
@@ -734,7 +789,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   }
 
   private maybeFinish(): void {
-    if (this.ended || this.piecesHave !== this.indexFrames || this.filled !== this.total - this.indexFrames) return;
+    if (this.ended || this.piecesHave !== this.indexFrames || this.filled !== this.blocksDescribed) return;
     // Everything is here: the pieces must tile the page, every ancestor must have turned up, every slot piece must
     // be covered by exactly one block; then the whole must match the page digest.
     let next = 1;
@@ -747,7 +802,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     const bodies = this.bodies as Uint8Array[];
     let total = -PAGE_DIGEST_BYTES;
     for (const b of bodies) total += b.length;
-    for (const d of this.data) total += (d as Uint8Array).length;
+    const data = this.data.slice(0, this.blocksDescribed) as Uint8Array[];
+    for (const d of data) total += d.length;
     const canon = new Uint8Array(total);
     let o = 0;
     bodies.forEach((b, k) => {
@@ -755,9 +811,9 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       canon.set(part, o);
       o += part.length;
     });
-    for (const d of this.data) {
-      canon.set(d as Uint8Array, o);
-      o += (d as Uint8Array).length;
+    for (const d of data) {
+      canon.set(d, o);
+      o += d.length;
     }
     const digest = this.sha256(canon).slice(0, DIGEST_BYTES);
     this.ended = true;

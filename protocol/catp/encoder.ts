@@ -46,6 +46,7 @@ import {
   IndexAttr,
   IndexNode,
   IndexPiece,
+  MAX_BLOCK_FRAMES,
   NS_HTML,
   NS_SVG,
   PAGE_DIGEST_BYTES,
@@ -66,6 +67,15 @@ export type Sha256 = (bytes: Uint8Array) => Uint8Array;
 export const DIGEST_BYTES = 32;
 /** An index frame's payload starts with the first CHECK_BYTES of sha-256 over its decoded body. */
 export const CHECK_BYTES = 8;
+/**
+ * Text a block of a spanning stream (EncodeOptions.spanning) aims at before compression: one such block decodes to
+ * at most MAX_DECODED_PAYLOAD (64 KiB), what any frame may; the slack covers the piece lengths' varints. Measured on
+ * the corpus's context text (87 pages, 2026-11-28): frames of one block each 574 kB; blocks of 16 KB of text 449 kB,
+ * 32 KB 400 kB, 64 KB 365 kB, one stream per page 317 kB.
+ */
+export const SPANNING_BLOCK_TEXT = 65_536 - 64;
+/** A spanning block holds at most this many pieces (the index allows 1,428 a block). */
+const MAX_SPANNING_PIECES = 1024;
 /** Whitespace-only text up to this many bytes rides inline in the index. */
 export const INLINE_WHITESPACE_MAX = 32;
 /** Context text (head, style, title) up to this many bytes rides inline; longer goes to a context slot. */
@@ -100,6 +110,13 @@ export interface EncodeOptions {
   blockCut?: 'content' | 'packed';
   /** Text bytes a data block aims at before compression (default 8192 with a codec; without, what fits a frame). */
   blockTextBytes?: number;
+  /**
+   * Which streams' blocks may span several frames (default ['context'] with a codec, none without): text used only
+   * whole (a `<style>` applies once its text is complete) is compressed in blocks of up to SPANNING_BLOCK_TEXT
+   * bytes and cut into as many frames as that takes (protocol/README.md, "Blocks of several frames"). [] keeps
+   * every block in one frame (the encoders before it).
+   */
+  spanning?: ReadonlyArray<'context' | 'deferred'>;
   /**
    * Where the first index piece ends (default 'first-text'). 'first-text': right after the first node that shows
    * text in the body, when a frame holds that much (protocol/README.md, "The first piece ends at the first text");
@@ -169,6 +186,8 @@ interface BlockDraft {
   pieces: Array<[number, Uint8Array]>;
   payload: Uint8Array;
   packed: Uint8Array;
+  /** Data frames that carry `packed` (1, or up to MAX_BLOCK_FRAMES for a spanning stream's block). */
+  frames: number;
   firstPiece: number;
   node: number;
   slot: number;
@@ -362,25 +381,36 @@ function encodeOnce(
   const { nodes, slots } = flat;
   if (nodes.length === 0) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'an empty tree has nothing to send');
 
-  // 1. Cut each stream's slot text into blocks that fit a frame once packed.
+  // 1. Cut each stream's slot text into blocks that fit a frame once packed (or, for a spanning stream, at most
+  //    MAX_BLOCK_FRAMES frames).
   const dataBudget = maxPayload; // packed payload (method byte included) must fit
   const textBudget = Math.max(64, Math.min(16000, opts.blockTextBytes ?? (codec ? 8192 : dataBudget - 4)));
+  const spanningStreams = new Set<Stream>((opts.spanning ?? (codec ? ['context'] : [])).map((n) => (n === 'context' ? STREAM.CONTEXT : STREAM.DEFERRED)));
   let dataTextBytes = 0;
   const blocks: BlockDraft[] = [];
   for (let s = 0 as Stream; s < STREAMS; s = (s + 1) as Stream) {
     const list = flat.byStream[s];
     for (const d of list) dataTextBytes += d.bytes.length;
-    const raw = cutStream(list.map((d) => d.bytes), textBudget, opts.blockCut ?? 'content');
-    const fitted: Array<{ pieces: Array<[number, Uint8Array]>; payload: Uint8Array; packed: Uint8Array }> = [];
+    const spanning = spanningStreams.has(s);
+    const raw = cutStream(list.map((d) => d.bytes), spanning ? SPANNING_BLOCK_TEXT : textBudget, opts.blockCut ?? 'content');
+    const fitted: Array<{ pieces: Array<[number, Uint8Array]>; payload: Uint8Array; packed: Uint8Array; frames: number }> = [];
     // A block must compress into one frame: tried with the fast setting first (the best one is as small or
-    // smaller), then compressed once at the best; one that does not fit is split in two.
+    // smaller), then compressed once at the best; one that does not fit is split in two. A spanning stream's
+    // block is compressed once, at the best, into as many frames as it takes.
     const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
       const payload = blockPayload(pieces);
       if (depth > 40) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
-      if (packPayload(payload, codec, 'search').length <= dataBudget) {
+      if (spanning) {
+        const packed = payload.length <= MAX_DECODED_PAYLOAD && pieces.length <= MAX_SPANNING_PIECES ? packPayload(payload, codec, 'final') : null;
+        const frames = packed === null ? Infinity : Math.ceil(packed.length / dataBudget);
+        if (packed !== null && frames <= MAX_BLOCK_FRAMES) {
+          fitted.push({ pieces, payload, packed, frames });
+          return;
+        }
+      } else if (packPayload(payload, codec, 'search').length <= dataBudget) {
         const packed = packPayload(payload, codec, 'final');
         if (packed.length <= dataBudget) {
-          fitted.push({ pieces, payload, packed });
+          fitted.push({ pieces, payload, packed, frames: 1 });
           return;
         }
       }
@@ -392,9 +422,9 @@ function encodeOnce(
     // Piece numbers and slot parts follow from the fitted blocks.
     let piece = 0;
     let lastSlot = -1;
-    for (const { pieces, payload, packed } of fitted) {
+    for (const { pieces, payload, packed, frames } of fitted) {
       const first = list[pieces[0][0]];
-      blocks.push({ stream: s, pieces, payload, packed, firstPiece: piece, node: first.node, slot: first.ref.slot });
+      blocks.push({ stream: s, pieces, payload, packed, frames, firstPiece: piece, node: first.node, slot: first.ref.slot });
       for (const [si] of pieces) {
         const ref = list[si].ref;
         if (si !== lastSlot) {
@@ -422,7 +452,7 @@ function encodeOnce(
   const infoBytes = (i: number, seq: number): Uint8Array => {
     const b = blocks[i];
     const w = new GrowWriter();
-    encodeBlockInfo(w, { block: i, stream: b.stream, firstPiece: b.firstPiece, pieces: b.pieces.length, digest: blockDigests[i], seq });
+    encodeBlockInfo(w, { block: i, stream: b.stream, firstPiece: b.firstPiece, pieces: b.pieces.length, digest: blockDigests[i], seq, frames: b.frames });
     return w.result();
   };
   /** unit >= 0: node number; unit < 0: block -unit-1. */
@@ -621,20 +651,24 @@ function encodeOnce(
     ranges.forEach((r, k) => {
       for (const b of r.blocks) introducedBy[b] = k;
     });
-    const order: Array<{ kind: 'index'; k: number } | { kind: 'data'; b: number }> = [];
+    // a block that spans several frames takes that many places in a row (part 0, 1, ...)
+    const order: Array<{ kind: 'index'; k: number } | { kind: 'data'; b: number; part: number }> = [];
+    const pushBlock = (b: number): void => {
+      for (let part = 0; part < blocks[b].frames; part++) order.push({ kind: 'data', b, part });
+    };
     const perPiece: number[][][] = ranges.map(() => [[], [], []]);
     blocks.forEach((b, i) => perPiece[introducedBy[i]][b.stream].push(i));
     const deferred: number[] = [];
     ranges.forEach((_, k) => {
       order.push({ kind: 'index', k });
-      for (const b of perPiece[k][STREAM.CONTEXT]) order.push({ kind: 'data', b });
-      for (const b of perPiece[k][STREAM.VISIBLE]) order.push({ kind: 'data', b });
+      for (const b of perPiece[k][STREAM.CONTEXT]) pushBlock(b);
+      for (const b of perPiece[k][STREAM.VISIBLE]) pushBlock(b);
       deferred.push(...perPiece[k][STREAM.DEFERRED]);
     });
-    for (const b of deferred) order.push({ kind: 'data', b });
+    for (const b of deferred) pushBlock(b);
     const seqOfBlock = new Array<number>(blocks.length);
     order.forEach((o, seq) => {
-      if (o.kind === 'data') seqOfBlock[o.b] = seq;
+      if (o.kind === 'data' && o.part === 0) seqOfBlock[o.b] = seq;
     });
     const bodies = ranges.map((r, k) => body(r, k, (b) => seqOfBlock[b], null));
     // Page digest over the canonical encoding (frame 0's body without its digest).
@@ -674,7 +708,7 @@ function encodeOnce(
     const frames = order.map((f, seq) =>
       f.kind === 'index'
         ? encodeFrame({ id, kind: FRAME_KIND.INDEX, pageId, seq, total: totalFrames, indexFrames }, indexPayloads[f.k])
-        : encodeFrame({ id, kind: FRAME_KIND.DATA, pageId, seq, total: totalFrames, indexFrames }, blocks[f.b].packed),
+        : encodeFrame({ id, kind: FRAME_KIND.DATA, pageId, seq, total: totalFrames, indexFrames }, framePart(blocks[f.b], f.part)),
     );
     const pieces: IndexPiece[] = ranges.map((r, k) => ({
       ordinal: k,
@@ -688,7 +722,15 @@ function encodeOnce(
       chain: r.chain,
       nodes: nodes.slice(r.firstNode - 1, r.firstNode - 1 + r.nodeCount),
       firstBlock: r.blocks.length > 0 ? r.blocks[0] : 0,
-      blocks: r.blocks.map((b) => ({ block: b, stream: blocks[b].stream, firstPiece: blocks[b].firstPiece, pieces: blocks[b].pieces.length, digest: blockDigests[b], seq: seqOfBlock[b] })),
+      blocks: r.blocks.map((b) => ({
+        block: b,
+        stream: blocks[b].stream,
+        firstPiece: blocks[b].firstPiece,
+        pieces: blocks[b].pieces.length,
+        digest: blockDigests[b],
+        seq: seqOfBlock[b],
+        ...(blocks[b].frames > 1 ? { frames: blocks[b].frames } : {}),
+      })),
       pageDigest: k === 0 ? pageDigest : null,
     }));
     return {
@@ -703,6 +745,13 @@ function encodeOnce(
       pieces,
     };
   }
+}
+
+/** Part `part` of a block's packed payload: a spanning block's bytes cut into `frames` parts of (nearly) equal size. */
+function framePart(b: BlockDraft, part: number): Uint8Array {
+  if (b.frames === 1) return b.packed;
+  const size = Math.ceil(b.packed.length / b.frames);
+  return b.packed.subarray(part * size, Math.min(b.packed.length, (part + 1) * size));
 }
 
 /** Elements whose text never paints. */

@@ -10,7 +10,9 @@
  *  - slots (text runs, long comments, long attribute values whose content travels in data frames) are numbered
  *    from the piece's `firstSlot`, their pieces from `firstPieces[stream]`;
  *  - the blocks whose first piece falls in this piece are described here (stream, pieces, digest, and the frame
- *    number that carries them), so their data frames can be checked and painted as soon as they arrive.
+ *    number that carries them), so their data frames can be checked and painted as soon as they arrive. A block
+ *    of context or deferred text may span several consecutive frames (BLOCK_FLAG_FRAMES): it is decoded once all
+ *    of them are here, since such text is used only whole (protocol/README.md, "Blocks of several frames").
  *
  * Body (the decoded bytes of an index frame; frame.ts wraps it with a check digest and compression), varints
  * LEB128:
@@ -30,8 +32,8 @@
  *   attr = u8 flags (bits 0-2 namespace: 0 none, 1 xlink, 2 xml, 3 xmlns, 4 string follows; bit 3 prefix;
  *          bit 4 value in a slot), attr name, [namespace string], [prefix (attr name)], value string or
  *          (u8 stream, varint parts)
- *   varint firstBlock | varint blockCount | blockCount × (u8 stream, varint firstPiece, varint pieces,
- *     16-byte digest, u24 frame number)
+ *   varint firstBlock | varint blockCount | blockCount × (u8 stream (bit 7: several frames), varint firstPiece,
+ *     varint pieces, 16-byte digest, u24 frame number, [varint frames ≥ 2 when bit 7 is set])
  *   [32-byte page digest]
  *   name   = varint code: 0 then a string (a literal name), k ≥ 1 = static table entry k-1 (names.ts)
  *   string = varint byteLength, UTF-8
@@ -111,8 +113,23 @@ export interface BlockInfo {
   pieces: number;
   /** First 16 bytes of sha-256 over the block's (decompressed) payload. */
   digest: Uint8Array;
-  /** Frame number (seq) of the data frame that carries the block. */
+  /** Frame number (seq) of the data frame that carries the block (its first frame when it spans several). */
   seq: number;
+  /**
+   * How many consecutive data frames carry it, from `seq` (absent: 1). Their payloads, joined in frame order, are
+   * the block's packed payload (payload-codec.ts).
+   */
+  frames?: number;
+}
+
+/** Block description's stream byte, bit 7: the block spans several frames (their count follows its frame number). */
+export const BLOCK_FLAG_FRAMES = 0x80;
+/** Most frames one block may span: a block decodes to at most MAX_DECODED_PAYLOAD (64 KiB), ~16 frames of CSS. */
+export const MAX_BLOCK_FRAMES = 64;
+
+/** How many data frames carry block `b`. */
+export function blockFrames(b: Pick<BlockInfo, 'frames'>): number {
+  return b.frames ?? 1;
 }
 
 export interface IndexPiece {
@@ -277,16 +294,18 @@ export function encodePieceHead(
 }
 
 /** Bytes of one block description (the frame number is a fixed 3 bytes, so sizes do not depend on it). */
-export const BLOCK_INFO_MAX_BYTES = 1 + 5 + 5 + BLOCK_DIGEST_BYTES + 3;
+export const BLOCK_INFO_MAX_BYTES = 1 + 5 + 5 + BLOCK_DIGEST_BYTES + 3 + 1;
 
 export function encodeBlockInfo(w: GrowWriter, b: BlockInfo): void {
-  w.u8(b.stream);
+  const frames = blockFrames(b);
+  w.u8(frames > 1 ? b.stream | BLOCK_FLAG_FRAMES : b.stream);
   w.varint(b.firstPiece);
   w.varint(b.pieces);
   w.bytes(b.digest.subarray(0, BLOCK_DIGEST_BYTES));
   w.u8((b.seq >>> 16) & 0xff);
   w.u8((b.seq >>> 8) & 0xff);
   w.u8(b.seq & 0xff);
+  if (frames > 1) w.varint(frames);
 }
 
 /** A whole piece body (encoder side, tests). */
@@ -458,7 +477,10 @@ export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock
   if (blockCount * (3 + BLOCK_DIGEST_BYTES + 3) > r.remaining || firstBlock + blockCount > maxBlock) throw new Reject(REJECT.BAD_INDEX, 'block table');
   const blocks: BlockInfo[] = new Array(blockCount);
   for (let i = 0; i < blockCount; i++) {
-    const stream = readStream(r);
+    const streamByte = r.u8();
+    const several = (streamByte & BLOCK_FLAG_FRAMES) !== 0;
+    const stream = streamByte & ~BLOCK_FLAG_FRAMES;
+    if (stream >= STREAMS) throw new Reject(REJECT.BAD_INDEX, 'stream');
     const firstPiece = r.varint();
     const pieces = r.varint();
     if (pieces === 0 || pieces > 1428) throw new Reject(REJECT.BAD_INDEX, 'block pieces');
@@ -466,7 +488,15 @@ export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock
     const s = r.bytes(3);
     const seq = (s[0] << 16) | (s[1] << 8) | s[2];
     if (seq >= maxSeq) throw new Reject(REJECT.BAD_INDEX, 'block frame number');
-    blocks[i] = { block: firstBlock + i, stream, firstPiece, pieces, digest, seq };
+    if (!several) {
+      blocks[i] = { block: firstBlock + i, stream: stream as Stream, firstPiece, pieces, digest, seq };
+      continue;
+    }
+    // Only text used whole may wait for several frames; visible text must paint from each frame alone.
+    const frames = r.varint();
+    if (frames < 2 || frames > MAX_BLOCK_FRAMES || stream === STREAM.VISIBLE) throw new Reject(REJECT.BAD_INDEX, 'block frames');
+    if (seq + frames > maxSeq) throw new Reject(REJECT.BAD_INDEX, 'block frame number');
+    blocks[i] = { block: firstBlock + i, stream: stream as Stream, firstPiece, pieces, digest, seq, frames };
   }
   let pageDigest: Uint8Array | null = null;
   if (flags & FLAG_DIGEST) pageDigest = r.bytes(PAGE_DIGEST_BYTES).slice();

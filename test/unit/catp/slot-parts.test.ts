@@ -67,7 +67,8 @@ test.each([
 
 test('the recorder carries a part as INSERT_TEXT with its offset, and scans the text around it for CSS URLs', () => {
   const css = Array.from({ length: 300 }, (_, i) => `.c${i}{background:url(/img/p${i}.png);margin:${i}px}`).join('\n');
-  const page = encodePage(`<!DOCTYPE html><style>${css}</style><p>x</p>`, { sha256, codec, maxPayload: 500 });
+  // one frame a block (spanning: []), so the stylesheet comes in many parts (a block of several frames would hold it whole)
+  const page = encodePage(`<!DOCTYPE html><style>${css}</style><p>x</p>`, { sha256, codec, maxPayload: 500, spanning: [] });
   const asm = newAssembler();
   const names = new PageNames('http://example.test/dir/page.html');
   const recorder = new DomOpRecorder(names);
