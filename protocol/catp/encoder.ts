@@ -22,7 +22,9 @@
  * Compression (payload-codec.ts): with a codec, each frame is compressed alone. An index frame takes as many
  * nodes as compress into one datagram (searched with the codec's fast setting, then compressed at its best);
  * a data block takes about `blockTextBytes` of text (content-defined boundaries, see cutContent), split further
- * when it does not compress into one datagram.
+ * when it does not compress into one datagram. Context text, used only whole, goes in blocks of up to 64 KiB
+ * compressed once and cut into the frames they take (EncodeOptions.spanning; protocol/README.md, "Blocks of
+ * several frames").
  *
  * Digests: block digest = sha-256 of the block's decoded payload, truncated to 16 bytes, in the index (a data
  * frame is checked against it before it is painted). Page digest = sha-256 over the canonical encoding: the
