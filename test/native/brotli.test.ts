@@ -7,7 +7,7 @@ import * as zlib from 'node:zlib';
 
 import { hostCodec } from '../../app/catp-codec';
 import { NativeError, nativeBrotliDecode } from '../../native';
-import { CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, METHOD_COMPRESSED } from '../../protocol/catp';
+import { blockFrames, CatpAssembler, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, METHOD_COMPRESSED } from '../../protocol/catp';
 import { sha256 } from '../../platform/sha256';
 import { seededRng } from '../../protocol/random';
 import { zlibCodec } from '../helpers/catp-util';
@@ -93,12 +93,14 @@ describeIf(decode !== null, 'the addon built with libbrotli (apt-get install lib
 
   describeIf(pages !== null, 'the real pages (../shared/corpus)')('on real pages', () => {
     const files = pages ? pages.files.filter((_, i) => i % 8 === 0) : [];
-    test.each(files)('%s: every frame decodes as Node decodes it, and the page assembles', (file) => {
+    test.each(files)('%s: every frame (every block of several frames) decodes as Node decodes it, and the page assembles', (file) => {
       const bytes = new Uint8Array(fs.readFileSync(path.join((pages as { dir: string }).dir, file)));
       const page = encodePage(bytes, { sha256, codec: zlibCodec });
       let compressed = 0;
-      for (const fr of page.frames) {
-        const body = fr.subarray(HEADER_BYTES + (decodeHeader(fr).kind === FRAME_KIND.INDEX ? CHECK_BYTES : 0));
+      // each index frame alone, each block alone (a block of several frames: its frames' payloads joined)
+      const bodies = page.frames.flatMap((fr) => (decodeHeader(fr).kind === FRAME_KIND.INDEX ? [fr.subarray(HEADER_BYTES + CHECK_BYTES)] : []));
+      for (const b of page.pieces.flatMap((pc) => pc.blocks)) bodies.push(Buffer.concat(page.frames.slice(b.seq, b.seq + blockFrames(b)).map((fr) => fr.subarray(HEADER_BYTES))));
+      for (const body of bodies) {
         if (body[0] !== METHOD_COMPRESSED) continue;
         compressed++;
         const want = zlib.brotliDecompressSync(body.subarray(1));
