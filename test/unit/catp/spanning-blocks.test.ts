@@ -144,21 +144,14 @@ describe('hostile descriptions and frames of a block of several frames', () => {
     return { a, types, tree: parse5.serialize(b.root as Doc), results };
   }
 
-  test('a description whose frames run over another block\'s frame: refused (INDEX_CONFLICT), the page completes', () => {
-    // the lie comes first (after the honest piece of the same ordinal it would be a second piece, refused as such)
-    const lie = withBlock((b) => (b.frames = blockFrames(big) + 1));
-    const { a, types, tree, results } = run([indexFrame(lie)]);
-    expect(results[0]).toMatchObject({ accepted: false, code: REJECT.INDEX_CONFLICT });
-    expect(a.counters()[REJECT.INDEX_CONFLICT]).toBeGreaterThanOrEqual(1);
-    expect(types).toContain('page-complete');
-    expect(tree).toBe(want);
-  });
-
-  test('a description whose frames cover an index frame: refused, the page completes', () => {
-    // the frame before the block is the index frame that describes it: start the block there, on its own frame
+  // Each lie comes first (after the honest piece of the same ordinal it would be refused as a second piece). The frame
+  // before the block is the index frame that describes it, so `seq - 1` puts the block on its own describer.
+  test.each([
+    ['its frames run over another block\'s frame', (b: BlockInfo) => (b.frames = blockFrames(big) + 1)],
+    ['its frames cover an index frame (the one describing it)', (b: BlockInfo) => (b.seq -= 1)],
+  ] as const)('a description where %s: refused (INDEX_CONFLICT), the page completes', (_name, edit) => {
     expect(seqOfIndex(owner.ordinal)).toBe(big.seq - 1);
-    const lie = withBlock((b) => (b.seq -= 1));
-    const { a, types, tree, results } = run([indexFrame(lie)]);
+    const { a, types, tree, results } = run([indexFrame(withBlock(edit))]);
     expect(results[0]).toMatchObject({ accepted: false, code: REJECT.INDEX_CONFLICT });
     expect(a.counters()[REJECT.INDEX_CONFLICT]).toBe(1);
     expect(types).toContain('page-complete');
