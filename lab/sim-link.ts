@@ -7,7 +7,7 @@
  * The clock starts when the request has reached the server (the lab's times start when it is sent: one delay
  * earlier). Used by the rate-control tests and by bench:sim (bench/sim/).
  */
-import { RawAssembler, RepairSender, CatpAssembler } from '../protocol/catp';
+import { RawAssembler, RepairSender, CatpAssembler, type CatpEvent, type RawAssemblerEvent } from '../protocol/catp';
 import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../protocol/dhttp/address-validation';
 import { seededRng } from '../protocol/random';
 
@@ -40,6 +40,8 @@ export interface BottleneckOptions {
   upLoss?: number;
   seed?: number;
   maxMs?: number;
+  /** Which client events count as something new to show (`usefulAt`); default every index piece and block fill. */
+  useful?: (e: CatpEvent | RawAssemblerEvent) => boolean;
   /**
    * Address validation's first contact, as the server runs it: the session starts unproven with `budgetBytes`
    * to send (what the request brought, less the token answer), each frame costing `perFrame` more (its IP and UDP
@@ -89,7 +91,10 @@ export interface BottleneckResult {
   sent: number;
   /** the competing TCP flow's counts (null without one) */
   tcp: TcpFlowStats | null;
-  /** when the client could show something new: each `index-piece` and `block-filled` event (a CATP client's) */
+  /**
+   * when the client could show something new: each `index-piece` and `block-filled` event (a CATP client's), or each
+   * event `BottleneckOptions.useful` says so of
+   */
   usefulAt: number[];
 }
 
@@ -286,7 +291,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     }
     for (let e = client.nextEvent(); e; e = client.nextEvent()) {
       if (e.type === 'page-complete' && res.completeAt === null) res.completeAt = now;
-      else if (e.type === 'index-piece' || e.type === 'block-filled') res.usefulAt.push(now);
+      else if (o.useful ? o.useful(e) : e.type === 'index-piece' || e.type === 'block-filled') res.usefulAt.push(now);
     }
     if (sender.finished && client.finished) break;
     if (client.finished && res.completeAt !== null && upHead >= up.length && client.nextTimerAt() === null) break;

@@ -4,8 +4,10 @@
 // padding datagrams and proof). No processes, no sockets, no renderer: a whole sweep of the corpus runs in a minute
 // or two, where the lab takes an hour, so a sender change can be looked at on every page before the lab judges it.
 // What it cannot show: the client's own time (a busy renderer holds its acks), the browser's paints. Silent time is
-// the lab's; here the proxy is the longest gap between useful frames (an index piece or a block filled), the wait
-// for the first one included.
+// the lab's; here the proxy is the longest gap between useful frames, the wait for the first one included: frames
+// whose events can change the screen (sweep.ts canShow: a piece of the body, visible text, a style once some body is
+// there; not the head, deferred text, or a style before any body). Runs before 2026-11-28's session 38 counted every
+// index piece and block fill, which made a style sent as one block of several frames look like a long wait.
 //
 // No oracle: the sender is told no rate. With the hint (the lab's case on a symmetric link), the server read the
 // client's uplink rate from its first two datagrams' dispersion: 0.97 × the link's rate here.
@@ -27,7 +29,8 @@ const HELP = `usage: node dist/bench/sim/run.js [options]      (npm run bench:si
 
 CATP loads of every corpus page (and the lab's generated 10 KB and 50 KB pages) through a simulated link: the real
 sender and client, the lab's link model, on a fake clock. Prints, per link, loss and hint: mean completion, the mean
-longest gap between useful frames (the lab's silent time, network side), sends per frame, loads with tail drops.
+longest gap between useful frames (those that can change the screen; the lab's silent time, network side), sends
+per frame, loads with tail drops.
 Times run from when the request reached the server (the lab's from when it was sent: one delay earlier).
 
 options:

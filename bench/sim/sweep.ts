@@ -1,6 +1,6 @@
 // bench:sim's pure half: one CATP load through the simulated link (lab/sim-link.ts), and the figures a sweep keeps
 // and compares. No files, no clock: run.ts reads the pages and prints.
-import { type FrameCodec, CatpAssembler, RepairSender } from '../../protocol/catp';
+import { type CatpEvent, type FrameCodec, type RawAssemblerEvent, CatpAssembler, RepairSender, STREAM } from '../../protocol/catp';
 import { FIRST_CONTACT, runBottleneck } from '../../lab/sim-link';
 import { sha256 } from '../../platform/sha256';
 import { longestGap } from '../../protocol/silent-time';
@@ -26,10 +26,43 @@ export function simulateLoad(frames: Uint8Array[], indexFrames: number, link: { 
   const perMs = link.rate / 1000;
   if (hint) sender.onPathRateHint(0, perMs * 0.97);
   const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
-  const res = runBottleneck(sender, client, { rate: perMs, delayMs: link.delayMs, loss, upLoss: loss, seed, firstFlight: FIRST_CONTACT, timerLateMs: 1, maxMs: 300_000 });
+  const res = runBottleneck(sender, client, { rate: perMs, delayMs: link.delayMs, loss, upLoss: loss, seed, firstFlight: FIRST_CONTACT, timerLateMs: 1, maxMs: 300_000, useful: canShow(client) });
   // the clock starts at 0 (the request at the server), so the first gap is the wait for the first useful frame
   const gap = longestGap(0, res.usefulAt)?.ms ?? null;
   return { complete: res.completeAt, first: res.usefulAt[0] ?? null, gap, sendsPerFrame: res.sent / frames.length, queueDrops: res.queueDrops };
+}
+
+/**
+ * Which of a CATP client's events can change what a browser shows (the lab counts only changed pixels): an index
+ * piece that adds nodes under `<body>`; a block whose fills are visible text; a block of context (styles) once some
+ * of the body is there for it to restyle. Not: the head's pieces, context before any body, deferred text (scripts,
+ * metadata), `index-complete`. It knows no viewport, so it still counts what a browser would show below the fold.
+ */
+export function canShow(client: CatpAssembler): (e: CatpEvent | RawAssemblerEvent) => boolean {
+  const inBody = new Set<number>();
+  let bodyShown = false;
+  return (e) => {
+    if (e.type === 'index-piece') {
+      // the body and everything under it (the chain runs top down: what follows the body in it is under it)
+      let under = false;
+      for (const c of e.piece.chain) {
+        if (under || (!c.content && c.tagName === 'body')) under = true;
+        if (under) inBody.add(c.n);
+      }
+      let added = false;
+      for (const nd of e.piece.nodes) {
+        if (inBody.has(nd.parent)) {
+          added = true;
+          inBody.add(nd.n);
+        } else if (nd.kind === 'element' && nd.tagName === 'body') inBody.add(nd.n);
+      }
+      if (added) bodyShown = true;
+      return added;
+    }
+    if (e.type !== 'block-filled' || e.fills.length === 0) return false;
+    const stream = client.blockInfo(e.block)?.stream;
+    return stream === STREAM.VISIBLE || (stream === STREAM.CONTEXT && bodyShown);
+  };
 }
 
 /** A page's own drop patterns (the same in every run and build, different from other pages'): FNV-1a of its name. */

@@ -1,7 +1,7 @@
 // bench:sim's pure half (bench/sim/sweep.ts): a CATP load through the simulated link, and the figures a sweep keeps
 // and compares.
-import { compare, type Load, nameSeed, perPage, simulateLoad, summarize } from '../../bench/sim/sweep';
-import { encodePage } from '../../protocol/catp';
+import { canShow, compare, type Load, nameSeed, perPage, simulateLoad, summarize } from '../../bench/sim/sweep';
+import { CatpAssembler, encodePage } from '../../protocol/catp';
 import { generatePage } from '../../lab/silent-time/pages';
 import { codec, sha256 } from '../helpers/catp-util';
 
@@ -50,6 +50,42 @@ describe('bench/sim', () => {
     expect(c.worstGaps[0][0]).toBe('b');
     // nothing in common: a clear error, not a table of nothing
     expect(() => compare(pages, pages.map((p) => ({ ...p, rate: 1 })))).toThrow(expect.objectContaining({ code: 'BENCH_ERR_COMPARE' }));
+  });
+
+  test('what can change the screen: body pieces, visible text, styles once there is a body; not the head, scripts or styles before it', () => {
+    // head (its long style: a context block), body text (visible blocks), a long script (deferred); small frames so
+    // the head's index piece holds no body
+    const css = Array.from({ length: 120 }, (_, i) => `.k${i}{margin:${i}px}`).join('');
+    const noise = (i: number) => Array.from({ length: 40 }, (_, k) => String.fromCharCode(97 + ((i * 7919 + k * 104729) % 26))).join('');
+    const metas = Array.from({ length: 40 }, (_, i) => `<link rel=stylesheet href="/${noise(i)}.css">`).join('');
+    const html = `<!DOCTYPE html><html><head><style>${css}</style>${metas}</head><body>` +
+      Array.from({ length: 8 }, (_, i) => `<p>para ${i} ${'word '.repeat(80)}</p>`).join('') + `<style>${css.replace(/k/g, 'q')}</style>` +
+      `<script>${'var a = 1;'.repeat(300)}</script></body></html>`;
+    const p = encodePage(html, { sha256, codec, maxPayload: 300, spanning: [] }); // (one frame a block: the two styles' text apart)
+    const blocks = new Map(p.pieces.flatMap((pc) => pc.blocks).map((b) => [b.block, b.stream]));
+    const client = new CatpAssembler({ sha256, codec });
+    const shows = canShow(client);
+    const seen: Array<[string, boolean]> = [];
+    for (const f of p.frames) {
+      client.receive(f, 0);
+      for (let e = client.nextEvent(); e; e = client.nextEvent()) {
+        const kind = e.type === 'block-filled' ? ['context', 'visible', 'deferred'][blocks.get(e.block)!] : e.type === 'index-piece' ? (e.piece.nodes.some((n) => n.kind === 'element' && n.tagName === 'p') ? 'body piece' : e.piece.nodes.length > 0 ? 'head piece' : 'blocks-only piece') : e.type;
+        seen.push([kind, shows(e)]);
+      }
+    }
+    const says = (kind: string) => [...new Set(seen.filter(([k]) => k === kind).map(([, v]) => v))];
+    expect(says('head piece')).toEqual([false]);
+    expect(says('body piece')).toEqual([true]);
+    expect(says('visible')).toEqual([true]);
+    expect(says('deferred')).toEqual([false]);
+    expect(says('page-complete')).toEqual([false]);
+    // the head's style comes right after the head's piece, before any body: nothing to restyle yet; the body's
+    // style comes after body pieces, which it restyles
+    const styles = seen.flatMap(([k, v], i) => (k === 'context' ? [[i, v] as const] : []));
+    expect(styles.length).toBeGreaterThanOrEqual(2);
+    expect(styles[0][0]).toBeLessThan(seen.findIndex(([k]) => k === 'body piece'));
+    expect(styles[0][1]).toBe(false);
+    expect(styles[styles.length - 1][1]).toBe(true);
   });
 
   test("each page's drop patterns are its own and the same in every run", () => {
