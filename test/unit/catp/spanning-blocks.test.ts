@@ -4,6 +4,7 @@
  * any order; every hostile variant of its description or its frames is refused with a named, counted reason, and
  * the honest load still completes with parse5's tree.
  */
+import fc from 'fast-check';
 import * as parse5 from 'parse5';
 import {
   BlockInfo,
@@ -200,4 +201,45 @@ describe('hostile descriptions and frames of a block of several frames', () => {
     expect(types).toContain('page-complete');
     expect(parse5.serialize(b.root as Doc)).toBe(want);
   });
+});
+
+test('300 random mutations of its frames, in random orders with the honest frames: never throws, never a wrong tree', () => {
+  const outcomes: Record<string, number> = {};
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.nat(), fc.nat(), fc.integer({ min: 1, max: 255 }), fc.integer({ min: 0, max: 4 })), { minLength: 1, maxLength: 5 }),
+      fc.integer(),
+      (muts, seed) => {
+        // aim most mutations at the block of several frames
+        const bad = new Map<number, Uint8Array>();
+        for (const [fi, off, x, how] of muts) {
+          const i = how < 3 ? big.seq + (fi % blockFrames(big)) : fi % TOTAL;
+          let c: Uint8Array = (bad.get(i) ?? page.frames[i]).slice();
+          if (how === 0) c = c.subarray(0, Math.max(HEADER_BYTES, off % c.length)); // truncated
+          else if (how === 4) c[off % c.length] ^= x; // anywhere, the header too
+          else c[HEADER_BYTES + (off % Math.max(1, c.length - HEADER_BYTES))] ^= x; // payload
+          bad.set(i, c);
+        }
+        const a = newAssembler();
+        const b = parse5TreeBuilder();
+        const types: string[] = [];
+        const honest = shuffle([...page.frames], rng(seed ^ 0x5bd1));
+        for (const f of [...shuffle([...bad.values()], rng(seed)), ...honest, ...honest]) {
+          expect(() => a.receive(f, 0)).not.toThrow();
+          for (const e of drain(a)) {
+            types.push(e.type);
+            expect(() => b.apply(e)).not.toThrow();
+          }
+        }
+        const end = types.includes('page-complete') ? 'complete' : types.includes('page-corrupt') ? 'corrupt' : 'incomplete';
+        outcomes[end] = (outcomes[end] ?? 0) + 1;
+        if (end === 'complete') expect(parse5.serialize(b.root as Doc)).toBe(want);
+        expect(types.filter((t) => t === 'page-complete').length).toBeLessThanOrEqual(1);
+        expect(a.counters().CATP_ERR_INTERNAL ?? 0).toBe(0);
+      },
+    ),
+    { numRuns: 300 },
+  );
+  // a damaged frame of the block is refused with the block and asked for again: the honest copies complete the page
+  expect(outcomes.complete).toBeGreaterThan(150);
 });
