@@ -37,6 +37,28 @@ export function newAssembler(opts: Partial<AssemblerOptions> = {}): CatpAssemble
   return new CatpAssembler({ sha256, codec, ...opts });
 }
 
+/** Every event the assembler has queued, in order. */
+export function drain(a: CatpAssembler): CatpEvent[] {
+  const out: CatpEvent[] = [];
+  for (let e = a.nextEvent(); e; e = a.nextEvent()) out.push(e);
+  return out;
+}
+
+/** An assembler with a parse5 tree: `deliver` takes one frame and applies its events; `types` lists them. */
+export function treeLoad(asm: CatpAssembler = newAssembler()) {
+  const b = parse5TreeBuilder();
+  const types: string[] = [];
+  const deliver = (f: Uint8Array) => {
+    const r = asm.receive(f, 0);
+    for (const e of drain(asm)) {
+      types.push(e.type);
+      b.apply(e);
+    }
+    return r;
+  };
+  return { asm, b, types, deliver };
+}
+
 /** mulberry32: small, fast, seeded (the one the server's channel choice uses). */
 export const rng = seededRng;
 

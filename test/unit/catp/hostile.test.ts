@@ -9,7 +9,6 @@ import fc from 'fast-check';
 import * as parse5 from 'parse5';
 import {
   CatpAssembler,
-  CatpEvent,
   ChainEntry,
   decodeIndexPiece,
   DEFAULT_INDEX_LIMITS,
@@ -31,7 +30,7 @@ import {
   slotRefs,
 } from '../../../protocol/catp';
 import { Reject } from '../../../protocol/catp/errors';
-import { codec, newAssembler, placeholders, rng, sha256, shuffle } from '../../helpers/catp-util';
+import { codec, drain, newAssembler, placeholders, rng, sha256, shuffle, treeLoad } from '../../helpers/catp-util';
 
 type Doc = parse5.DefaultTreeAdapterMap['document'];
 
@@ -115,11 +114,6 @@ const frame = (kind: 1 | 2, seq: number, payload: Uint8Array): Uint8Array =>
 /** An index frame carrying piece `p` at frame number `seq` (default: where the honest frame of its ordinal goes). */
 const indexFrame = (p: IndexPiece, seq = S[Math.min(p.ordinal, IX - 1)], c?: FrameCodec): Uint8Array => frame(FRAME_KIND.INDEX, seq, indexPayload(encodePieceBody(p), c));
 
-function drain(a: CatpAssembler): CatpEvent[] {
-  const out: CatpEvent[] = [];
-  for (let e = a.nextEvent(); e; e = a.nextEvent()) out.push(e);
-  return out;
-}
 const setU32 = (f: Uint8Array, off: number, v: number): Uint8Array => {
   const c = f.slice();
   new DataView(c.buffer).setUint32(off, v);
@@ -128,16 +122,7 @@ const setU32 = (f: Uint8Array, off: number, v: number): Uint8Array => {
 
 /** An assembler with a tree: `deliver` applies every event; `types` lists them. */
 function honestLoad(asm: CatpAssembler = newAssembler()) {
-  const b = parse5TreeBuilder();
-  const types: string[] = [];
-  const deliver = (f: Uint8Array) => {
-    const r = asm.receive(f, 0);
-    for (const e of drain(asm)) {
-      types.push(e.type);
-      b.apply(e);
-    }
-    return r;
-  };
+  const { b, types, deliver } = treeLoad(asm);
   const finish = (): void => {
     for (const f of page.frames) deliver(f);
     expect(types).toContain('page-complete');

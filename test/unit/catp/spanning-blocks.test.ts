@@ -9,8 +9,6 @@ import * as parse5 from 'parse5';
 import {
   BlockInfo,
   blockFrames,
-  CatpAssembler,
-  CatpEvent,
   decodeIndexPiece,
   DEFAULT_INDEX_LIMITS,
   encodeFrame,
@@ -26,7 +24,7 @@ import {
   STREAM,
 } from '../../../protocol/catp';
 import { Reject } from '../../../protocol/catp/errors';
-import { codec, newAssembler, placeholders, rng, sha256, shuffle } from '../../helpers/catp-util';
+import { codec, drain, newAssembler, placeholders, rng, sha256, shuffle, treeLoad } from '../../helpers/catp-util';
 
 type Doc = parse5.DefaultTreeAdapterMap['document'];
 
@@ -46,11 +44,6 @@ const big = spanning[0]!;
 const owner = page.pieces.find((p) => p.blocks.some((b) => b.block === big.block)) as IndexPiece;
 const seqOfIndex = (ordinal: number): number => page.frames.findIndex((f, i) => f[10] === FRAME_KIND.INDEX && page.frames.slice(0, i + 1).filter((g) => g[10] === FRAME_KIND.INDEX).length === ordinal + 1);
 
-function drain(a: CatpAssembler): CatpEvent[] {
-  const out: CatpEvent[] = [];
-  for (let e = a.nextEvent(); e; e = a.nextEvent()) out.push(e);
-  return out;
-}
 const indexFrame = (p: IndexPiece): Uint8Array => {
   const body = encodePieceBody(p);
   const packed = packPayload(body, codec, 'final');
@@ -131,17 +124,9 @@ test('the decoder refuses a description of several frames that cannot be: too ma
 
 describe('hostile descriptions and frames of a block of several frames', () => {
   /** Delivers `first`, then every honest frame; returns the events' types and the tree. */
-  function run(first: Uint8Array[], a: CatpAssembler = newAssembler()) {
-    const b = parse5TreeBuilder();
-    const types: string[] = [];
-    const results = [...first, ...page.frames].map((f) => {
-      const res = a.receive(f, 0);
-      for (const e of drain(a)) {
-        types.push(e.type);
-        b.apply(e);
-      }
-      return res;
-    });
+  function run(first: Uint8Array[]) {
+    const { asm: a, b, types, deliver } = treeLoad();
+    const results = [...first, ...page.frames].map(deliver);
     return { a, types, tree: parse5.serialize(b.root as Doc), results };
   }
 
@@ -173,17 +158,7 @@ describe('hostile descriptions and frames of a block of several frames', () => {
 
   test('a forged frame inside the block: the block is refused when complete (counted), all its frames asked for again, then filled from honest copies', () => {
     const n = blockFrames(big);
-    const a = newAssembler();
-    const b = parse5TreeBuilder();
-    const types: string[] = [];
-    const deliver = (f: Uint8Array) => {
-      const res = a.receive(f, 0);
-      for (const e of drain(a)) {
-        types.push(e.type);
-        b.apply(e);
-      }
-      return res;
-    };
+    const { asm: a, b, types, deliver } = treeLoad();
     deliver(page.frames[seqOfIndex(owner.ordinal)]);
     const forged = page.frames[big.seq + 1].slice();
     forged[HEADER_BYTES + 3] ^= 0x5a;
