@@ -43,7 +43,6 @@ import {
   DEFAULT_INDEX_LIMITS,
   DocumentMode,
   encodeBlockInfo,
-  encodeNode,
   encodePieceHead,
   IndexAttr,
   IndexNode,
@@ -57,6 +56,7 @@ import {
   STREAM,
   STREAMS,
 } from './index-piece';
+import { CLOSE_MARKUP, pageNodeMarkup } from './index-markup';
 import { FrameCodec, MAX_DECODED_PAYLOAD, packPayload } from './payload-codec';
 import { encodeFrame, FRAME_KIND, GrowWriter, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
 
@@ -446,11 +446,10 @@ function encodeOnce(
   // 2. Index pieces. The page is a sequence of units — each node, followed by the blocks whose first piece is in
   //    it — and a piece is a run of units that compresses into one frame. (A huge slot introduces many blocks: they
   //    spill over into the following pieces, or into pieces of blocks only.)
-  const nodeBytes = nodes.map((nd) => {
-    const w = new GrowWriter();
-    encodeNode(w, nd);
-    return w.result();
-  });
+  // Each node's markup (index-markup.ts): as a piece's first node, and after others (with the closes before it).
+  const markup = pageNodeMarkup(nodes);
+  const firstBytes = markup.map((m) => utf8.encode(m.first));
+  const nodeBytes = markup.map((m, i) => (m.closes === 0 && m.mid === m.first ? firstBytes[i] : utf8.encode(CLOSE_MARKUP.repeat(m.closes) + m.mid)));
   const infoBytes = (i: number, seq: number): Uint8Array => {
     const b = blocks[i];
     const w = new GrowWriter();
@@ -544,7 +543,10 @@ function encodeOnce(
       },
       ordinal === 0,
     );
-    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) w.bytes(nodeBytes[units[u] - 1]);
+    let sectionBytes = 0;
+    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) sectionBytes += units[u] === r.firstNode ? firstBytes[units[u] - 1].length : nodeBytes[units[u] - 1].length;
+    w.varint(sectionBytes);
+    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) w.bytes(units[u] === r.firstNode ? firstBytes[units[u] - 1] : nodeBytes[units[u] - 1]);
     w.varint(r.blocks.length > 0 ? r.blocks[0] : 0);
     w.varint(r.blocks.length);
     for (const b of r.blocks) w.bytes(infoBytes(b, seqOf(b)));
@@ -552,6 +554,10 @@ function encodeOnce(
     return w.result();
   };
   const packedSize = (bytes: Uint8Array, effort: 'search' | 'final'): number => CHECK_BYTES + packPayload(bytes, codec, effort).length;
+  // Frame numbers are known only once the pieces are cut: a block's number stands in for its frame's (both count up
+  // with the blocks; zeros would compress better than the real numbers do, and a piece of many block descriptions
+  // then comes out over the frame)
+  const seqGuess = (block: number): number => block;
 
   // The unit just after the first node that shows text in the body (firstShownText), with the blocks its slot
   // introduces: the piece it falls in ends there when a frame holds that much, so the top of the page paints from
@@ -584,7 +590,7 @@ function encodeOnce(
       const fits = (count: number): boolean => {
         const est = rawOf(count);
         if (est > MAX_DECODED_PAYLOAD - 1024) return false;
-        const b = body(range(count), ordinal, () => 0, placeholderDigest);
+        const b = body(range(count), ordinal, seqGuess, placeholderDigest);
         if (b.length > MAX_DECODED_PAYLOAD) return false;
         if (CHECK_BYTES + 1 + b.length <= budget) return true;
         if (!codec) return false;
@@ -635,7 +641,7 @@ function encodeOnce(
       }
       const r = range(lo);
       if (codec) {
-        const b = body(r, ordinal, () => 0, null);
+        const b = body(r, ordinal, seqGuess, null);
         const packed = packedSize(b, 'search');
         if (packed > 16) ratio = Math.max(1, Math.min(40, b.length / packed));
       }

@@ -43,7 +43,8 @@
  * an element or content of this piece not yet closed), depth is bounded, nothing recurses.
  */
 import { REJECT, Reject } from './errors';
-import { ATTR_CODE, ATTR_NAMES, TAG_CODE, TAG_NAMES } from './names';
+import { decodeNodeSection, nodeSectionMarkup, NS_HTML, NS_MATHML, NS_SVG, type OpenNode } from './index-markup';
+import { TAG_CODE, TAG_NAMES } from './names';
 import { ByteReader, GrowWriter } from './wire';
 
 export type DocumentMode = 'no-quirks' | 'quirks' | 'limited-quirks';
@@ -55,12 +56,7 @@ export interface CatpAttr {
   prefix?: string;
 }
 
-export const NS_HTML = 'http://www.w3.org/1999/xhtml';
-export const NS_SVG = 'http://www.w3.org/2000/svg';
-export const NS_MATHML = 'http://www.w3.org/1998/Math/MathML';
-export const NS_XLINK = 'http://www.w3.org/1999/xlink';
-export const NS_XML = 'http://www.w3.org/XML/1998/namespace';
-export const NS_XMLNS = 'http://www.w3.org/2000/xmlns/';
+export { NS_HTML, NS_MATHML, NS_SVG, NS_XLINK, NS_XML, NS_XMLNS } from './index-markup';
 
 /**
  * Which stream a slot's text travels in, which decides when its blocks are sent: context (long `<style>` text
@@ -161,21 +157,11 @@ export interface IndexLimits {
 export const DEFAULT_INDEX_LIMITS: IndexLimits = { maxDepth: 2048, maxNodes: 1 << 20, maxAttrs: 4096 };
 
 const EL_NS = [NS_HTML, NS_SVG, NS_MATHML];
-const ATTR_NS = ['', NS_XLINK, NS_XML, NS_XMLNS];
 const MODES: DocumentMode[] = ['no-quirks', 'quirks', 'limited-quirks'];
 
-const T_ELEMENT = 1;
-const T_TEXT = 2;
-const T_TEXT_SLOT = 3;
-const T_COMMENT = 4;
-const T_DOCTYPE = 5;
-const T_CONTENT = 6;
-const T_COMMENT_SLOT = 7;
 const CHAIN_CONTENT = 4;
 const FLAG_FRAGMENT = 1;
 const FLAG_DIGEST = 8;
-const ATTR_SLOT = 16;
-const ATTR_PREFIX = 8;
 
 const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -198,72 +184,6 @@ function writeName(w: GrowWriter, s: string, codes: ReadonlyMap<string, number>)
 function elNsCode(ns: string): number {
   const c = EL_NS.indexOf(ns);
   return c < 0 ? 3 : c;
-}
-
-function writeSlot(w: GrowWriter, ref: SlotRef): void {
-  w.u8(ref.stream);
-  w.varint(ref.parts);
-}
-
-/** One node's bytes (frame-independent: parents are relative, names come from static tables). */
-export function encodeNode(w: GrowWriter, node: IndexNode): void {
-  const rel = node.n - node.parent;
-  switch (node.kind) {
-    case 'element': {
-      w.u8(T_ELEMENT);
-      w.varint(rel);
-      const ns = elNsCode(node.namespace);
-      w.u8(ns);
-      writeName(w, node.tagName, TAG_CODE);
-      if (ns === 3) writeString(w, node.namespace);
-      w.varint(node.attrs.length);
-      for (const a of node.attrs) {
-        let an = 0;
-        if (a.namespace !== undefined) {
-          an = ATTR_NS.indexOf(a.namespace);
-          if (an <= 0) an = 4;
-        }
-        w.u8(an | (a.prefix !== undefined ? ATTR_PREFIX : 0) | (a.slot ? ATTR_SLOT : 0));
-        writeName(w, a.name, ATTR_CODE);
-        if (an === 4) writeString(w, a.namespace as string);
-        if (a.prefix !== undefined) writeName(w, a.prefix, ATTR_CODE);
-        if (a.slot) writeSlot(w, a.slot);
-        else writeString(w, a.value);
-      }
-      return;
-    }
-    case 'text':
-      w.u8(T_TEXT);
-      w.varint(rel);
-      writeString(w, node.value);
-      return;
-    case 'comment':
-      w.u8(T_COMMENT);
-      w.varint(rel);
-      writeString(w, node.data);
-      return;
-    case 'text-slot':
-      w.u8(T_TEXT_SLOT);
-      w.varint(rel);
-      writeSlot(w, node.ref);
-      return;
-    case 'comment-slot':
-      w.u8(T_COMMENT_SLOT);
-      w.varint(rel);
-      writeSlot(w, node.ref);
-      return;
-    case 'doctype':
-      w.u8(T_DOCTYPE);
-      w.varint(rel);
-      writeString(w, node.name);
-      writeString(w, node.publicId);
-      writeString(w, node.systemId);
-      return;
-    case 'content':
-      w.u8(T_CONTENT);
-      w.varint(rel);
-      return;
-  }
 }
 
 /** The bytes before a piece's nodes: flags, position, chain. */
@@ -308,11 +228,11 @@ export function encodeBlockInfo(w: GrowWriter, b: BlockInfo): void {
   if (frames > 1) w.varint(frames);
 }
 
-/** A whole piece body (encoder side, tests). */
-export function encodePieceBody(p: IndexPiece): Uint8Array {
+/** A whole piece body (encoder side, tests; `section`: other node markup in place of the piece's own, for forgeries). */
+export function encodePieceBody(p: IndexPiece, section = nodeSectionMarkup(p.nodes, p.chain)): Uint8Array {
   const w = new GrowWriter();
   encodePieceHead(w, p, p.pageDigest !== null);
-  for (const n of p.nodes) encodeNode(w, n);
+  writeString(w, section);
   w.varint(p.firstBlock);
   w.varint(p.blocks.length);
   for (const b of p.blocks) encodeBlockInfo(w, b);
@@ -337,12 +257,6 @@ function readName(r: ByteReader, table: readonly string[]): string {
   return table[k - 1];
 }
 
-function readStream(r: ByteReader): Stream {
-  const s = r.u8();
-  if (s >= STREAMS) throw new Reject(REJECT.BAD_INDEX, 'stream');
-  return s as Stream;
-}
-
 /**
  * Decode one piece body. Checks everything a single frame can show (shape, depth, counts, limits); what only
  * several frames together can show (overlaps, contradictions) is the assembler's. Throws {@link Reject} only.
@@ -361,15 +275,14 @@ export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock
   const firstPieces: [number, number, number] = [r.varint(), r.varint(), r.varint()];
   // A piece may hold blocks only (nodeCount 0): the blocks a huge slot introduces spill into pieces of their own.
   if (firstNode < 1 || firstNode - 1 + nodeCount > limits.maxNodes + (nodeCount === 0 ? 1 : 0)) throw new Reject(REJECT.ABSURD_COUNT, 'node range');
-  if (nodeCount * 2 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'node count');
+  if (nodeCount > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'node count');
   const chainLen = r.varint();
   if (chainLen > limits.maxDepth) throw new Reject(REJECT.TOO_DEEP, 'chain');
   if (nodeCount === 0 && chainLen > 0) throw new Reject(REJECT.BAD_INDEX, 'a chain without nodes');
   if (chainLen * 2 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'chain length');
   const chain: ChainEntry[] = [];
   // Open ancestors: the root (0), then the chain, then this piece's open elements / contents.
-  // isTemplate: an HTML <template> (may hold a content node); isContent: a content fragment.
-  const stack: Array<{ n: number; isTemplate: boolean; hasContent: boolean }> = [{ n: 0, isTemplate: false, hasContent: false }];
+  const stack: OpenNode[] = [{ n: 0, ns: NS_HTML, isTemplate: false, hasContent: false }];
   let prev = 0;
   for (let i = 0; i < chainLen; i++) {
     const n = prev + r.varint();
@@ -381,97 +294,36 @@ export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock
       if (!top.isTemplate || top.hasContent) throw new Reject(REJECT.BAD_ATTACH, 'content outside a template');
       top.hasContent = true;
       chain.push({ n, content: true, tagName: '', namespace: '' });
-      stack.push({ n, isTemplate: false, hasContent: false });
+      stack.push({ n, ns: NS_HTML, isTemplate: false, hasContent: false });
       continue;
     }
     if (kind > 3) throw new Reject(REJECT.BAD_INDEX, 'chain kind');
     const tagName = readName(r, TAG_NAMES);
     const namespace = kind === 3 ? readString(r) : EL_NS[kind];
     chain.push({ n, content: false, tagName, namespace });
-    stack.push({ n, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
+    stack.push({ n, ns: namespace, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
   }
-  const nodes: IndexNode[] = new Array(nodeCount);
+  // The nodes, as markup (index-markup.ts): at least one character a node.
+  const sectionBytes = r.varint();
+  if (nodeCount > sectionBytes) throw new Reject(REJECT.BAD_INDEX, 'node count');
+  const section = r.bytes(sectionBytes);
+  let markup: string;
+  try {
+    markup = dec.decode(section);
+  } catch {
+    throw new Reject(REJECT.BAD_INDEX, 'bad UTF-8');
+  }
   const pieceAt: [number, number, number] = [firstPieces[0], firstPieces[1], firstPieces[2]];
   let slot = firstSlot;
-  const slotRef = (): SlotRef => {
-    const stream = readStream(r);
-    const parts = r.varint();
+  const slotRef = (stream: number, parts: number): SlotRef => {
+    if (stream >= STREAMS) throw new Reject(REJECT.BAD_INDEX, 'stream');
     if (parts === 0 || parts > r.buf.length * 1428) throw new Reject(REJECT.BAD_INDEX, 'slot parts');
-    const ref: SlotRef = { slot: slot++, stream, parts, firstPiece: pieceAt[stream] };
+    const ref: SlotRef = { slot: slot++, stream: stream as Stream, parts, firstPiece: pieceAt[stream] };
     pieceAt[stream] += parts;
     if (pieceAt[stream] > 0xffffffff || slot > 0xffffffff) throw new Reject(REJECT.ABSURD_COUNT, 'pieces');
     return ref;
   };
-  for (let i = 0; i < nodeCount; i++) {
-    const n = firstNode + i;
-    const type = r.u8();
-    const rel = r.varint();
-    const parent = n - rel;
-    if (rel < 1 || parent < 0) throw new Reject(REJECT.BAD_ATTACH, 'parent number');
-    // Close everything above the parent; the parent must be open.
-    while (stack.length > 0 && stack[stack.length - 1].n !== parent) {
-      if (stack[stack.length - 1].n < parent) break;
-      stack.pop();
-    }
-    if (stack.length === 0 || stack[stack.length - 1].n !== parent) throw new Reject(REJECT.BAD_ATTACH, `node ${n}: parent ${parent} is not open`);
-    const top = stack[stack.length - 1];
-    if (i === 0 && parent !== (chain.length > 0 ? chain[chain.length - 1].n : 0)) throw new Reject(REJECT.BAD_ATTACH, 'first node is not a child of the chain');
-    switch (type) {
-      case T_ELEMENT: {
-        const nsCode = r.u8();
-        if (nsCode > 3) throw new Reject(REJECT.BAD_INDEX, 'element namespace');
-        const tagName = readName(r, TAG_NAMES);
-        const namespace = nsCode === 3 ? readString(r) : EL_NS[nsCode];
-        const attrCount = r.varint();
-        if (attrCount > limits.maxAttrs || attrCount * 3 > r.remaining) throw new Reject(REJECT.BAD_INDEX, 'attr count');
-        const attrs: IndexAttr[] = new Array(attrCount);
-        for (let a = 0; a < attrCount; a++) {
-          const af = r.u8();
-          if (af & ~31) throw new Reject(REJECT.BAD_INDEX, 'attr flags');
-          const an = af & 7;
-          if (an > 4) throw new Reject(REJECT.BAD_INDEX, 'attr namespace');
-          const attr: IndexAttr = { name: readName(r, ATTR_NAMES), value: '' };
-          if (an === 4) attr.namespace = readString(r);
-          else if (an > 0) attr.namespace = ATTR_NS[an];
-          if (af & ATTR_PREFIX) attr.prefix = readName(r, ATTR_NAMES);
-          if (af & ATTR_SLOT) attr.slot = slotRef();
-          else attr.value = readString(r);
-          attrs[a] = attr;
-        }
-        nodes[i] = { kind: 'element', n, parent, tagName, namespace, attrs };
-        if (stack.length >= limits.maxDepth + 1) throw new Reject(REJECT.TOO_DEEP);
-        stack.push({ n, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
-        break;
-      }
-      case T_TEXT:
-        nodes[i] = { kind: 'text', n, parent, value: readString(r) };
-        break;
-      case T_COMMENT:
-        nodes[i] = { kind: 'comment', n, parent, data: readString(r) };
-        break;
-      case T_TEXT_SLOT:
-        nodes[i] = { kind: 'text-slot', n, parent, ref: slotRef() };
-        break;
-      case T_COMMENT_SLOT:
-        nodes[i] = { kind: 'comment-slot', n, parent, ref: slotRef() };
-        break;
-      case T_DOCTYPE: {
-        if (parent !== 0) throw new Reject(REJECT.BAD_ATTACH, 'doctype below the root');
-        nodes[i] = { kind: 'doctype', n, parent, name: readString(r), publicId: readString(r), systemId: readString(r) };
-        break;
-      }
-      case T_CONTENT: {
-        if (!top.isTemplate || top.hasContent) throw new Reject(REJECT.BAD_ATTACH, 'content outside a template');
-        top.hasContent = true;
-        nodes[i] = { kind: 'content', n, parent };
-        if (stack.length >= limits.maxDepth + 1) throw new Reject(REJECT.TOO_DEEP);
-        stack.push({ n, isTemplate: false, hasContent: false });
-        break;
-      }
-      default:
-        throw new Reject(REJECT.BAD_INDEX, `node type ${type}`);
-    }
-  }
+  const nodes = decodeNodeSection(markup, firstNode, nodeCount, limits, stack, slotRef);
   const firstBlock = r.varint();
   const blockCount = r.varint();
   if (blockCount * (3 + BLOCK_DIGEST_BYTES + 3) > r.remaining || firstBlock + blockCount > maxBlock) throw new Reject(REJECT.BAD_INDEX, 'block table');

@@ -29,8 +29,8 @@ import { REJECT, Reject } from './errors';
 export { ID_BYTES, MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES };
 
 export const CATP_MAGIC = 0xca;
-/** 2: index frames that stand alone (index-piece.ts), frames in send order, compressed payloads. */
-export const CATP_VERSION = 2;
+/** 2: index frames that stand alone (index-piece.ts), frames in send order, compressed payloads; 3: the index's nodes as markup (index-markup.ts). */
+export const CATP_VERSION = 3;
 export const FRAME_KIND = { INDEX: 1, DATA: 2, RAW: 3, REPORT: 4 } as const;
 export type FrameKind = (typeof FRAME_KIND)[keyof typeof FRAME_KIND];
 export const PAGE_ID_BYTES = 8;

@@ -30,7 +30,7 @@ import { MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_
 
 /** IPv4 and UDP headers: what the server's address budget adds to each datagram's payload (loopback is IPv4 here). */
 const UDP_IPV4_HEADERS = 28;
-import { brotliCodec, CatpAssembler, FRAME_FLAG_BROTLI, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
+import { brotliCodec, CATP_VERSION, CatpAssembler, FRAME_FLAG_BROTLI, FRAME_KIND, RawAssembler, isCatpFrame, parse5TreeBuilder, encodeReport, NO_ECHO } from '../../protocol/catp';
 
 jest.setTimeout(30_000);
 
@@ -687,7 +687,7 @@ describe('CATP sessions', () => {
         if (i % 2 === 0) b.set(slow.id, 0); // half aimed at the live session
         b[11] = 0xca;
         if (i % 3 === 0) {
-          b[12] = 2; // version (CATP_VERSION) and kind right, so the decoder gets further
+          b[12] = CATP_VERSION; // version and kind right, so the decoder gets further
           if (len > 13) b[13] = 4;
           if (len > 14) b[14] &= 2; // never "complete"
           b[10] = 0;

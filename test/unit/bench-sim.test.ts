@@ -56,7 +56,7 @@ describe('bench/sim', () => {
     // head (its long style: a context block), body text (visible blocks), a long script (deferred); small frames so
     // the head's index piece holds no body
     const css = Array.from({ length: 120 }, (_, i) => `.k${i}{margin:${i}px}`).join('');
-    const noise = (i: number) => Array.from({ length: 40 }, (_, k) => String.fromCharCode(97 + ((i * 7919 + k * 104729) % 26))).join('');
+    const noise = (i: number) => Array.from({ length: 40 }, (_, k) => String.fromCharCode(97 + (((i * 40 + k) * 2654435761) >>> 13) % 26)).join('');
     const metas = Array.from({ length: 40 }, (_, i) => `<link rel=stylesheet href="/${noise(i)}.css">`).join('');
     const html = `<!DOCTYPE html><html><head><style>${css}</style>${metas}</head><body>` +
       Array.from({ length: 8 }, (_, i) => `<p>para ${i} ${'word '.repeat(80)}</p>`).join('') + `<style>${css.replace(/k/g, 'q')}</style>` +

@@ -8,6 +8,7 @@ import * as zlib from 'node:zlib';
 import fc from 'fast-check';
 import * as parse5 from 'parse5';
 import {
+  CATP_VERSION,
   CatpAssembler,
   ChainEntry,
   decodeIndexPiece,
@@ -30,6 +31,7 @@ import {
   slotRefs,
 } from '../../../protocol/catp';
 import { Reject } from '../../../protocol/catp/errors';
+import { nodeSectionMarkup } from '../../../protocol/catp/index-markup';
 import { codec, drain, newAssembler, placeholders, rng, sha256, shuffle, treeLoad } from '../../helpers/catp-util';
 
 type Doc = parse5.DefaultTreeAdapterMap['document'];
@@ -112,7 +114,21 @@ const indexPayload = (body: Uint8Array, c?: FrameCodec): Uint8Array => concat(sh
 const frame = (kind: 1 | 2, seq: number, payload: Uint8Array): Uint8Array =>
   encodeFrame({ id: ZERO_ID, kind, pageId: page.pageId, seq, total: TOTAL, indexFrames: IX }, payload);
 /** An index frame carrying piece `p` at frame number `seq` (default: where the honest frame of its ordinal goes). */
-const indexFrame = (p: IndexPiece, seq = S[Math.min(p.ordinal, IX - 1)], c?: FrameCodec): Uint8Array => frame(FRAME_KIND.INDEX, seq, indexPayload(encodePieceBody(p), c));
+const indexFrame = (p: IndexPiece, seq = S[Math.min(p.ordinal, IX - 1)], c?: FrameCodec, section?: string): Uint8Array =>
+  frame(FRAME_KIND.INDEX, seq, indexPayload(encodePieceBody(p, section), c));
+/** Piece p's node markup, node by node (each with the closes before it), joined by `edit` (default: as they are). */
+function markupOf(p: IndexPiece, edit: (nodes: string[]) => string = (nodes) => nodes.join('')): string {
+  const all = nodeSectionMarkup(p.nodes, p.chain);
+  // split before each node: one piece per node, from its own markup alone on the same chain
+  const nodes: string[] = [];
+  let from = 0;
+  for (let i = 1; i <= p.nodes.length; i++) {
+    const upTo = i === p.nodes.length ? all.length : nodeSectionMarkup(p.nodes.slice(0, i), p.chain).length;
+    nodes.push(all.slice(from, upTo));
+    from = upTo;
+  }
+  return edit(nodes);
+}
 
 const setU32 = (f: Uint8Array, off: number, v: number): Uint8Array => {
   const c = f.slice();
@@ -150,7 +166,7 @@ test('the exported encoders rebuild the encoder\'s own index frames byte for byt
   expect(Buffer.from(indexFrame(cut(P[2].firstNode, P[2].nodeCount, 2, P[2].blocks))).equals(Buffer.from(page.frames[S[2]]))).toBe(true);
   // pieces 1-3 start inside an element (their chains end below <section>), which the chain cases below rely on
   expect(P[1].chain.map((c) => c.tagName)).toEqual(['html', 'body', 'div', 'section', 'ul']);
-  expect(P[2].chain.map((c) => c.tagName)).toEqual(['html', 'body', 'div', 'section', 'p']);
+  expect(P[2].chain.map((c) => c.tagName)).toEqual(['html', 'body', 'div', 'section', 'ul', 'li']);
 });
 
 // ------------------------------------------------------------------------------------------------------------
@@ -166,17 +182,6 @@ interface Case {
   asm?: () => CatpAssembler;
 }
 
-/** Three element siblings (a, b, c) under one parent inside piece k: [index of c in the piece, a's number]. */
-function closedSibling(k: number): [number, number] {
-  const ns = P[k].nodes;
-  for (let i = 0; i < ns.length; i++) {
-    const c = ns[i];
-    if (c.kind !== 'element') continue;
-    const sibs = ns.slice(0, i).filter((x) => x.kind === 'element' && x.parent === c.parent);
-    if (sibs.length >= 2) return [i, sibs[sibs.length - 2].n];
-  }
-  throw new Error('no three siblings');
-}
 /** A run of `depth` nested divs (chain entries n = 1..depth), then one text node under the innermost. */
 function deepChainPiece(depth: number, nested = 0): IndexPiece {
   const chain: ChainEntry[] = Array.from({ length: depth }, (_, i) => ({ n: i + 1, content: false, tagName: 'div', namespace: 'http://www.w3.org/1999/xhtml' }));
@@ -220,16 +225,24 @@ const CASES: Case[] = [
       nd.tagName = 'div';
     })) },
   // --- attach points
-  { name: 'a node whose parent is a text node (not open)', setup: [], code: REJECT.BAD_ATTACH,
-    frame: () => indexFrame(piece(1, (p) => {
-      const i = p.nodes.findIndex((_, j) => j > 0 && p.nodes[j - 1].kind === 'text-slot');
-      p.nodes[i].parent = p.nodes[i - 1].n;
-    })) },
-  { name: 'a node whose parent is an element already closed', setup: [], code: REJECT.BAD_ATTACH,
-    frame: () => indexFrame(piece(1, (p) => {
-      const [i, a] = closedSibling(1);
-      p.nodes[i].parent = a;
-    })) },
+  // (a node's parent is the open element on top of the markup's stack, so a parent that is a text node or an
+  // element already closed cannot be written; what can be written instead is a close in the wrong place)
+  { name: 'a close before the first node (the first node above the chain\'s last entry)', setup: [], code: REJECT.BAD_ATTACH,
+    frame: () => indexFrame(P[1], undefined, undefined, `</>${markupOf(P[1])}`) },
+  { name: 'closes past the root', setup: [], code: REJECT.BAD_ATTACH,
+    frame: () => indexFrame(P[1], undefined, undefined, markupOf(P[1], (nodes) => `${nodes[0]}${'</>'.repeat(P[1].chain.length + 2)}${nodes.slice(1).join('')}`)) },
+  { name: 'a close after the last node', setup: [], code: REJECT.BAD_ATTACH,
+    frame: () => indexFrame(P[1], undefined, undefined, `${markupOf(P[1])}</>`) },
+  { name: 'more nodes in the markup than the piece counts', setup: [], code: REJECT.BAD_INDEX,
+    frame: () => indexFrame(P[1], undefined, undefined, `${markupOf(P[1])}<b>`) },
+  { name: 'fewer nodes in the markup than the piece counts', setup: [], code: REJECT.BAD_INDEX,
+    frame: () => indexFrame(piece(1, (p) => p.nodeCount++)) },
+  { name: 'an escape the decoder does not know', setup: [], code: REJECT.BAD_INDEX,
+    frame: () => indexFrame(P[1], undefined, undefined, markupOf(P[1], (nodes) => `<b title="&bogus;">${nodes.slice(1).join('')}`)) },
+  { name: 'a token cut short (an element with no end)', setup: [], code: REJECT.BAD_INDEX,
+    frame: () => indexFrame(P[1], undefined, undefined, `${markupOf(P[1]).slice(0, -1)}<div class="x`) },
+  { name: 'a text slot in a stream that does not exist', setup: [], code: REJECT.BAD_INDEX,
+    frame: () => indexFrame(P[1], undefined, undefined, markupOf(P[1], (nodes) => `<$31>${nodes.slice(1).join('')}`)) },
   { name: 'a first node whose parent is not the chain\'s last entry (the chain stops short)', setup: [], code: REJECT.BAD_ATTACH,
     frame: () => indexFrame(piece(2, (p) => p.chain.pop())) },
   { name: 'a first node that is not a child of the chain (the chain goes one further)', setup: [], code: REJECT.BAD_ATTACH,
@@ -377,8 +390,9 @@ describe('hostile index frames: refused with a named, counted reason; the honest
       }
     };
     expect(reason(deepChainPiece(3000))).toBe('CATP_ERR_TOO_DEEP: chain');
-    expect(reason(piece(2, (p) => p.chain.pop()))).toMatch(/^CATP_ERR_BAD_ATTACH: node \d+: parent \d+ is not open$/);
-    expect(reason(piece(4, (p) => p.chain.push({ n: P[4].firstNode - 1, content: false, tagName: 'b', namespace: 'http://www.w3.org/1999/xhtml' })))).toBe('CATP_ERR_BAD_ATTACH: first node is not a child of the chain');
+    expect(reason(piece(2, (p) => p.chain.pop()))).toBe('CATP_ERR_BAD_ATTACH: a close before the first node or after the last');
+    expect(reason(piece(4, (p) => p.chain.push({ n: P[4].firstNode - 1, content: false, tagName: 'b', namespace: 'http://www.w3.org/1999/xhtml' })))).toBe('CATP_ERR_BAD_ATTACH: a close before the first node or after the last');
+    expect(reason(piece(1, (p) => p.nodeCount++))).toBe('CATP_ERR_BAD_INDEX: fewer nodes than counted');
     expect(reason(piece(1, (p) => (p.blocks[0].seq = TOTAL)))).toBe('CATP_ERR_BAD_INDEX: block frame number');
     expect(reason(P[3])).toBe('accepted');
   });
@@ -409,7 +423,7 @@ describe('hostile frames: header, duplicates, bounds', () => {
     expectRefused([new Uint8Array(MAX_DATAGRAM_PAYLOAD + 1)], REJECT.OVERSIZED);
     const http = new TextEncoder().encode('\x80\x01\x02\x03\x04\x05\x06\x07HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
     expectRefused([http], REJECT.BAD_MAGIC);
-    for (const version of [1, 3, 0xff]) {
+    for (const version of [CATP_VERSION - 1, CATP_VERSION + 1, 0xff]) {
       const v = f0.slice();
       v[9] = version;
       expectRefused([v], REJECT.BAD_VERSION);
