@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
 import { sha256 } from '../../platform/sha256';
-import { blockFrames, brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, StreamLoad, TAG_NAMES, ATTR_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
+import { blockFrames, brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, decodeHeader, encodePage, FRAME_KIND, HEADER_BYTES, parse5TreeBuilder, StreamLoad, TAG_NAMES, unpackPayload, type IndexPiece } from '../../protocol/catp';
 import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
@@ -36,21 +36,21 @@ function pct(xs: number[], p: number): number {
 
 const utf8 = new TextEncoder();
 const TAGS = new Set(TAG_NAMES);
-const ATTRS = new Set(ATTR_NAMES);
 
 /** Where an index's decoded bytes go (approximate: string payloads counted exactly, the rest is structure). */
 function breakdown(pieces: IndexPiece[]): Record<string, number> {
-  const b = { attrValues: 0, inlineText: 0, comments: 0, literalNames: 0, chains: 0, blockTable: 0, pageDigest: 0 };
+  // names: the tag and attribute names the nodes' markup spells out (index-markup.ts); the chain's tags are table codes
+  const b = { attrValues: 0, inlineText: 0, comments: 0, names: 0, chains: 0, blockTable: 0, pageDigest: 0 };
   for (const p of pieces) {
     b.chains += p.chain.reduce((s, c) => s + 2 + (TAGS.has(c.tagName) || c.content ? 0 : utf8.encode(c.tagName).length + 1), 0);
     b.blockTable += p.blocks.length * 22;
     if (p.pageDigest) b.pageDigest += 32;
     for (const n of p.nodes) {
       if (n.kind === 'element') {
-        if (!TAGS.has(n.tagName)) b.literalNames += utf8.encode(n.tagName).length + 1;
+        b.names += utf8.encode(n.tagName).length;
         for (const a of n.attrs) {
           if (!a.slot) b.attrValues += utf8.encode(a.value).length;
-          if (!ATTRS.has(a.name)) b.literalNames += utf8.encode(a.name).length + 1;
+          b.names += utf8.encode(a.name).length + (a.prefix !== undefined ? utf8.encode(a.prefix).length : 0);
         }
       } else if (n.kind === 'text') b.inlineText += utf8.encode(n.value).length;
       else if (n.kind === 'comment') b.comments += utf8.encode(n.data).length;
