@@ -48,7 +48,7 @@ const RE_OTHER = /[&<>"]/g;
 // (controls and space: everything below `!`)
 const RE_NAME = /[^!-\uffff]|[&<>="]/g;
 const RE_PREFIX = /[^!-\uffff]|[&<>="^:]/g;
-/** Characters a raw text, an element name or an attribute name may not start with (they start other tokens). */
+/** Characters an element name may not start with (after `<` they start other tokens). */
 const ELEMENT_LEAD = new Set(['/', "'", '!', '#', '$', '%', '^']);
 
 function escapeWith(s: string, re: RegExp): string {
@@ -226,7 +226,10 @@ export function decodeNodeSection(
   let k = 0;
   /** The index of the first of `stops` at or after `from` (throws when none: a token cut short). */
   const until = (from: number, stops: string): number => {
-    for (let j = from; j < len; j++) if (stops.indexOf(s[j]) >= 0) return j;
+    if (stops.length === 1) {
+      const j = s.indexOf(stops, from);
+      if (j >= 0) return j;
+    } else for (let j = from; j < len; j++) if (stops.indexOf(s[j]) >= 0) return j;
     throw bad('token cut short');
   };
   /** Stream digit and decimal parts of a slot at i (up to `end`). */

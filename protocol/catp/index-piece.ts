@@ -2,8 +2,8 @@
  * The CATP index, cut into pieces that stand alone. Each index frame carries one *piece*: a contiguous pre-order
  * range of the page's nodes, with everything needed to put them on screen without any other index frame:
  *
- *  - every node is numbered (pre-order, the document itself is 0, its first child 1) and names its parent by
- *    number, so a piece attaches wherever its parents are, in any arrival order;
+ *  - every node is numbered (pre-order, the document itself is 0, its first child 1; a piece's nodes follow from
+ *    its `firstNode`), so a piece attaches wherever its ancestors are, in any arrival order;
  *  - the piece starts with its *chain*: the ancestors of its first node (number, tag, namespace), so a piece
  *    whose ancestors are in a frame not yet here can still be placed under provisional ancestors (their
  *    attributes follow when their own piece arrives);
@@ -22,25 +22,16 @@
  *   3 × varint firstPiece (per stream: context, visible, deferred)
  *   varint chainLength, chainLength × (varint n − previous n, u8 kind (0-3 element namespace as below, 4 template
  *     content), [name], [namespace string when kind 3])
- *   nodeCount × node: u8 type | varint n − parent (≥ 1) | fields
- *     1 element : u8 namespace (0 html, 1 svg, 2 mathml, 3 string follows), tag name, [namespace string],
- *                 varint attrCount, attrCount × attr
- *     2 text    : string                   3 text slot    : u8 stream, varint parts
- *     4 comment : string                   7 comment slot : u8 stream, varint parts
- *     5 doctype : string name, publicId, systemId
- *     6 content : (a template's content fragment; its parent is the template)
- *   attr = u8 flags (bits 0-2 namespace: 0 none, 1 xlink, 2 xml, 3 xmlns, 4 string follows; bit 3 prefix;
- *          bit 4 value in a slot), attr name, [namespace string], [prefix (attr name)], value string or
- *          (u8 stream, varint parts)
+ *   string nodes: the nodeCount nodes as markup (index-markup.ts: `<p class="x">text</>`, slots `<$SP>`; each
+ *     node's parent is the element open on top of a stack that starts as the root and the chain)
  *   varint firstBlock | varint blockCount | blockCount × (u8 stream (bit 7: several frames), varint firstPiece,
  *     varint pieces, 16-byte digest, u24 frame number, [varint frames ≥ 2 when bit 7 is set])
  *   [32-byte page digest]
- *   name   = varint code: 0 then a string (a literal name), k ≥ 1 = static table entry k-1 (names.ts)
+ *   name   = varint code: 0 then a string (a literal name), k ≥ 1 = tag table entry k-1 (names.ts)
  *   string = varint byteLength, UTF-8
  *
- * The decoder treats every byte as hostile: counts are checked against the bytes left and the limits, the tree
- * shape is checked against a stack of open ancestors (a node's parent must be open: the root, a chain entry, or
- * an element or content of this piece not yet closed), depth is bounded, nothing recurses.
+ * The decoder treats every byte as hostile: counts are checked against the bytes left and the limits, the markup
+ * token by token (index-markup.ts), depth is bounded, nothing recurses.
  */
 import { REJECT, Reject } from './errors';
 import { decodeNodeSection, nodeSectionMarkup, NS_HTML, NS_MATHML, NS_SVG, type OpenNode } from './index-markup';

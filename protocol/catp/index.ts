@@ -4,7 +4,7 @@ export type { CatpRejectCode } from './errors';
 export * from './wire';
 export * from './index-piece';
 export * from './payload-codec';
-export { TAG_NAMES, ATTR_NAMES } from './names';
+export { TAG_NAMES } from './names';
 export { encodePage, encodeTree, hidesText, CATP_SCRIPTING, CHECK_BYTES, DIGEST_BYTES, INLINE_WHITESPACE_MAX, CONTEXT_INLINE_MAX, ATTR_INLINE_MAX, COMMENT_INLINE_MAX } from './encoder';
 export { ReuseGate } from './reuse-gate';
 export type { ReuseOptions, ReuseStats } from './reuse-gate';
