@@ -32,8 +32,8 @@ export function firstShownText(root: Node): Text | null {
   return walk(root, false);
 }
 
-/** CATP: bytes and frames sent, in send order, until the first shown text is in the assembled tree (null: never). */
-export function catpFirstText(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec): { bytes: number; frames: number } | null {
+/** CATP: bytes and frames sent, in send order, until `done` holds for the assembled tree after a frame (null: never). */
+export function catpBytesUntil(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec, done: (root: Node) => boolean): { bytes: number; frames: number } | null {
   const asm = new CatpAssembler({ sha256, codec });
   const tree = parse5TreeBuilder();
   let bytes = 0;
@@ -45,9 +45,14 @@ export function catpFirstText(frames: readonly Uint8Array[], sha256: (b: Uint8Ar
       tree.apply(e);
       changed = true;
     }
-    if (changed && tree.root && firstShownText(tree.root as Node)) return { bytes, frames: k + 1 };
+    if (changed && tree.root && done(tree.root as Node)) return { bytes, frames: k + 1 };
   }
   return null;
+}
+
+/** CATP: bytes and frames sent, in send order, until the first shown text is in the assembled tree (null: never). */
+export function catpFirstText(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec): { bytes: number; frames: number } | null {
+  return catpBytesUntil(frames, sha256, codec, (root) => firstShownText(root) !== null);
 }
 
 /** One brotli stream of the page: its compressed size up to the end of the first shown text (null: none). */

@@ -24,8 +24,9 @@ import type { DefaultTreeAdapterMap } from 'parse5';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { hostCodec } from '../../app/catp-codec';
 import { sha256 } from '../../platform/sha256';
-import { CatpAssembler, encodePage, parse5TreeBuilder } from '../../protocol/catp';
+import { encodePage } from '../../protocol/catp';
 import { BenchError } from '../errors';
+import { catpBytesUntil } from '../catp/first-text';
 import { gitCommit } from '../commit';
 
 type Node = DefaultTreeAdapterMap['node'];
@@ -92,32 +93,14 @@ function preorder(root: Node): Node[] {
   return out;
 }
 
-/** CATP: bytes and frames in send order until every target text node (pre-order number → its text) is whole. */
-function catpUntil(frames: readonly Uint8Array[], targets: ReadonlyMap<number, string>, codec: ReturnType<typeof hostCodec>): { bytes: number; frames: number } | null {
-  const asm = new CatpAssembler({ sha256, codec });
-  const tree = parse5TreeBuilder();
-  let bytes = 0;
-  for (let k = 0; k < frames.length; k++) {
-    bytes += frames[k].length;
-    asm.receive(frames[k], 0);
-    let changed = false;
-    for (let e = asm.nextEvent(); e; e = asm.nextEvent()) {
-      tree.apply(e);
-      changed = true;
-    }
-    if (!changed || !tree.root) continue;
-    const nodes = preorder(tree.root as Node);
-    let all = true;
-    for (const [n, text] of targets) {
-      const node = nodes[n];
-      if (!node || node.nodeName !== '#text' || (node as DefaultTreeAdapterMap['textNode']).value !== text) {
-        all = false;
-        break;
-      }
-    }
-    if (all) return { bytes, frames: k + 1 };
+/** Whether every target text node (pre-order number → its text) is in the tree, whole. */
+function allWhole(root: Node, targets: ReadonlyMap<number, string>): boolean {
+  const nodes = preorder(root);
+  for (const [n, text] of targets) {
+    const node = nodes[n];
+    if (!node || node.nodeName !== '#text' || (node as DefaultTreeAdapterMap['textNode']).value !== text) return false;
   }
-  return null;
+  return true;
 }
 
 const pct = (xs: number[], p: number): number => {
@@ -191,7 +174,7 @@ async function main(): Promise<void> {
       const end = Math.max(...shown.texts.map((n) => nodes[n].sourceCodeLocation?.endOffset ?? 0));
       const stream = zlib.brotliCompressSync(Buffer.from(html.slice(0, end))).length;
       const encoded = encodePage(bytes, { sha256, codec });
-      const catp = catpUntil(encoded.frames, targets, codec);
+      const catp = catpBytesUntil(encoded.frames, sha256, codec, (root) => allWhole(root, targets));
       if (catp === null) throw new BenchError('BENCH_ERR_INCOMPLETE', `${name}: the first screen's text never came whole from CATP's frames`);
       const ratio = +(catp.bytes / stream).toFixed(2);
       rows.push({ page: name, bytes: bytes.length, texts: shown.texts.length, catpBytes: catp.bytes, catpFrames: catp.frames, framesInAll: encoded.frames.length, streamBytes: stream, ratio });
