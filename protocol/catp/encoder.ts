@@ -543,10 +543,11 @@ function encodeOnce(
       },
       ordinal === 0,
     );
+    const markupOf = (u: number): Uint8Array => (units[u] === r.firstNode ? firstBytes : nodeBytes)[units[u] - 1];
     let sectionBytes = 0;
-    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) sectionBytes += units[u] === r.firstNode ? firstBytes[units[u] - 1].length : nodeBytes[units[u] - 1].length;
+    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) sectionBytes += markupOf(u).length;
     w.varint(sectionBytes);
-    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) w.bytes(units[u] === r.firstNode ? firstBytes[units[u] - 1] : nodeBytes[units[u] - 1]);
+    for (let u = r.from; u < r.to; u++) if (units[u] >= 0) w.bytes(markupOf(u));
     w.varint(r.blocks.length > 0 ? r.blocks[0] : 0);
     w.varint(r.blocks.length);
     for (const b of r.blocks) w.bytes(infoBytes(b, seqOf(b)));

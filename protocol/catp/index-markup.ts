@@ -112,14 +112,18 @@ export function nodeMarkup(node: IndexNode, parentNs: string, afterText: boolean
 }
 
 /**
- * Per node of a whole page, in pre-order (node n at n - 1): how many closes come before it in a piece where it is
- * not the first node, and its markup there (`mid`) and as a piece's first node (`first`, where nothing precedes it).
+ * Per node of a whole page (or of `nodes` under `chain`), in pre-order (node n at n - 1 for a page): how many
+ * closes come before it in a piece where it is not the first node, and its markup there (`mid`) and as a piece's first node (`first`, where nothing precedes it).
  * A piece's node section is first[k] + Σ (closes × `</>` + mid) over the nodes after it: a piece's chain is all of
  * its first node's ancestors, so its stack is the page's at that point.
  */
-export function pageNodeMarkup(nodes: readonly IndexNode[]): Array<{ closes: number; mid: string; first: string }> {
+export function pageNodeMarkup(nodes: readonly IndexNode[], chain: readonly ChainEntry[] = []): Array<{ closes: number; mid: string; first: string }> {
   const nsOf = new Map<number, string>([[0, NS_HTML]]);
   const open: number[] = [0];
+  for (const c of chain) {
+    nsOf.set(c.n, c.content ? NS_HTML : c.namespace);
+    open.push(c.n);
+  }
   const out: Array<{ closes: number; mid: string; first: string }> = new Array(nodes.length);
   let prevText = false;
   for (let i = 0; i < nodes.length; i++) {
@@ -134,41 +138,20 @@ export function pageNodeMarkup(nodes: readonly IndexNode[]): Array<{ closes: num
     const first = prevText && closes === 0 && node.kind === 'text' ? nodeMarkup(node, parentNs, false) : mid;
     out[i] = { closes, mid, first };
     prevText = node.kind === 'text';
-    if (node.kind === 'element') {
-      nsOf.set(node.n, node.namespace);
-      open.push(node.n);
-    } else if (node.kind === 'content') {
-      nsOf.set(node.n, NS_HTML);
-      open.push(node.n);
-    }
-  }
-  return out;
-}
-
-/** The node section of one piece (its nodes in pre-order, under its chain). */
-export function nodeSectionMarkup(nodes: readonly IndexNode[], chain: readonly ChainEntry[]): string {
-  const nsOf = new Map<number, string>([[0, NS_HTML]]);
-  const open: number[] = [0];
-  for (const c of chain) {
-    nsOf.set(c.n, c.content ? NS_HTML : c.namespace);
-    open.push(c.n);
-  }
-  let out = '';
-  let prevText = false;
-  for (const node of nodes) {
-    let closes = 0;
-    while (open.length > 1 && open[open.length - 1] !== node.parent) {
-      open.pop();
-      closes++;
-    }
-    out += CLOSE_MARKUP.repeat(closes) + nodeMarkup(node, nsOf.get(node.parent) ?? NS_HTML, prevText && closes === 0);
-    prevText = node.kind === 'text';
     if (node.kind === 'element' || node.kind === 'content') {
       nsOf.set(node.n, node.kind === 'element' ? node.namespace : NS_HTML);
       open.push(node.n);
     }
   }
   return out;
+}
+
+/**
+ * The node section of one piece (its nodes in pre-order, under its chain). Written as the nodes say, closes before
+ * the first node included: a forged piece (tests) whose first node is not the chain's child shows as such.
+ */
+export function nodeSectionMarkup(nodes: readonly IndexNode[], chain: readonly ChainEntry[]): string {
+  return pageNodeMarkup(nodes, chain).map((m) => CLOSE_MARKUP.repeat(m.closes) + m.mid).join('');
 }
 
 /** An open ancestor while decoding: the root, a chain entry, or an element / content of the piece. */
