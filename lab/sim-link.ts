@@ -8,7 +8,7 @@
  * earlier). Used by the rate-control tests and by bench:sim (bench/sim/).
  */
 import { RawAssembler, RepairSender, CatpAssembler, type CatpEvent, type RawAssemblerEvent } from '../protocol/catp';
-import { STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../protocol/dhttp/address-validation';
+import { FIRST_CONTACT_STEP_BYTES, STREAM_FIRST_CONTACT_WIRE_BYTES, STREAM_REQUEST_BYTES } from '../protocol/dhttp/address-validation';
 import { seededRng } from '../protocol/random';
 
 /** IPv4 and UDP headers, which the server's address budget counts with every datagram. */
@@ -18,12 +18,13 @@ const TOKEN_ANSWER = 151;
 /**
  * A stream's first contact as the DHTTP client makes it and the server budgets it (address-validation.ts): the
  * request (160 bytes) pays for the token answer and leaves a few bytes; the padded copy and the padding datagrams
- * behind it (3 × 1,460) bring the budget for three full frames as they come; each counted with its headers; the
- * proof is the request again with the token.
+ * behind it (quarter datagrams, 4,652 bytes on the wire in all) bring the budget for three full frames as they come;
+ * each counted with its headers; the proof is the request again with the token.
  */
 export const FIRST_CONTACT = {
   budgetBytes: STREAM_REQUEST_BYTES + HEADERS - (TOKEN_ANSWER + HEADERS),
-  paddingBytes: STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES + 3 * HEADERS,
+  paddingBytes: STREAM_FIRST_CONTACT_WIRE_BYTES - (STREAM_REQUEST_BYTES + HEADERS),
+  paddingDatagramBytes: FIRST_CONTACT_STEP_BYTES + HEADERS,
   perFrame: HEADERS,
   tokenBytes: TOKEN_ANSWER + HEADERS,
   proofBytes: 148 + HEADERS,
@@ -46,13 +47,14 @@ export interface BottleneckOptions {
    * Address validation's first contact, as the server runs it: the session starts unproven with `budgetBytes`
    * to send (what the request brought, less the token answer), each frame costing `perFrame` more (its IP and UDP
    * headers, as the server counts them), and `paddingBytes` more as the copy and padding behind the request come in
-   * (datagrams of at most 1,488 bytes on the wire, each its serialization at the link's rate after the one before).
+   * (datagrams of at most `paddingDatagramBytes` on the wire, default a full 1,488, each its serialization at the
+   * link's rate after the one before).
    * The proof (the repeated request) reaches the sender one handshake round trip after the token answer left: the
    * token answer's serialization (`tokenBytes` at the link's rate), the delay down, the proof's serialization
    * (`proofBytes`) and the delay up, and not before the padding ahead of it on the way up is in. Then the budget
    * lifts and the sender is given that RTT (`onHandshakeRtt`), as server/catp.ts does. (The reports' own allowance before the proof is left out.)
    */
-  firstFlight?: { budgetBytes: number; paddingBytes?: number; perFrame?: number; tokenBytes?: number; proofBytes?: number };
+  firstFlight?: { budgetBytes: number; paddingBytes?: number; paddingDatagramBytes?: number; perFrame?: number; tokenBytes?: number; proofBytes?: number };
   /**
    * The sender's wake-ups as the server gives them (server/catp.ts): on a report, or on its timer, which Node fires
    * never sooner than 1 ms after it was armed (`setTimeout(ceil(due - now))`) and `timerLateMs` after that. Without
@@ -212,7 +214,7 @@ export function runBottleneck(sender: RepairSender, client: RawAssembler | CatpA
     sender.setSendBudget(ff.budgetBytes, ff.perFrame ?? 0);
     let at = udpStart;
     for (let left = ff.paddingBytes ?? 0; left > 0; ) {
-      const bytes = Math.min(left, 1488);
+      const bytes = Math.min(left, ff.paddingDatagramBytes ?? 1488);
       at += bytes / rateAt(0);
       padding.push({ at, bytes });
       left -= bytes;

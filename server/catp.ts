@@ -307,7 +307,8 @@ interface Arrival {
 
 /**
  * Least spacing between a first contact's request and its padding datagram that is taken as their dispersion on
- * the client's uplink (below it the server's event loop is the measurement, and the rate ≥ 300 kB/s anyway).
+ * the client's uplink (below it the server's event loop is the measurement; the copy's 393 bytes on the wire took that long
+ * at ~200 kB/s, so faster uplinks give no hint and start as any sender does).
  */
 const MIN_DISPERSION_MS = 2;
 
@@ -791,15 +792,17 @@ export class CatpSessions {
   }
 
   /**
-   * The client sent its request and the padding datagram back to back: the padding's bytes over the time between
-   * their arrivals is its uplink's rate, which paces the initial window until the first report
+   * The client sent its request and the padding datagram back to back: the padding's bytes on the wire over the time
+   * between their arrivals is its uplink's rate, which paces the initial window until the first report
    * (RepairSender.onPathRateHint; counted in `catpDispersionHints`). Too close together to tell: nothing.
    */
   private takeDispersion(s: Session): void {
     const p = s.arrival.padding;
     if (p === null || !p.paired) return;
     const gap = p.at - s.arrival.at;
-    if (gap >= MIN_DISPERSION_MS && s.sender.onPathRateHint(this.now(), p.bytes / gap)) this.c.catpDispersionHints++;
+    // what crossed the uplink in that time: the datagram with its IP and UDP headers
+    const wire = p.bytes + datagramOverhead(s.address);
+    if (gap >= MIN_DISPERSION_MS && s.sender.onPathRateHint(this.now(), wire / gap)) this.c.catpDispersionHints++;
   }
 
   /** Send what the sender lets go now, end it if finished, else (re)schedule it. */

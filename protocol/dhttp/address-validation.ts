@@ -11,9 +11,10 @@
 // source address alone), cached per origin on the client. A client that has no token pads its request datagram to
 // a full datagram (MIN_UNPROVEN_REQUEST_BYTES) with a Catp-Pad header, so a one-datagram answer fits; a stream
 // request (padded to STREAM_REQUEST_BYTES, which pays for the token answer) is followed at once by a padded copy
-// of itself (wire.ts FLAG_COPY) and padding datagrams (FLAG_PADDING; a resend, by padding alone) up to
-// STREAM_FIRST_CONTACT_BYTES, which pays for the stream's first frames; the server takes the first of the request
-// and its copy to arrive as the request (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
+// of itself (wire.ts FLAG_COPY) and padding datagrams (FLAG_PADDING; a resend, by padding alone), each a quarter
+// datagram (FIRST_CONTACT_STEP_BYTES), up to STREAM_FIRST_CONTACT_WIRE_BYTES on the wire, which pays for the
+// stream's first frames; the server takes the first of the request and its copy to arrive as the request
+// (first-contact-pairs.ts). Sans-IO: the key, sha-256 and the time come in.
 
 import { MAX_DATAGRAM_PAYLOAD } from './wire';
 
@@ -42,15 +43,27 @@ export const MIN_UNPROVEN_REQUEST_BYTES = MAX_DATAGRAM_PAYLOAD;
  */
 export const STREAM_REQUEST_BYTES = TOKEN_ANSWER_BYTES;
 /**
- * A stream request without a token brings what its first contact sends up to this (4,540 bytes: the request, a padded
- * copy of it and padding datagrams, back to back): the token answer and three full frames, the top of the page
- * while the proof travels (the first text of the median corpus page is 2,259 bytes of frames in, three frames;
- * bench:catp `firstTextBytes`). QUIC's first flight is about as large (3 × its 1,200-byte Initial). Behind the
- * request, not in it, so the token answer goes as soon as the request is in; a copy, not zeros, so a lost request
- * costs a round trip for the proof, not the resend timer. On a link as fast up as down the padding costs no time:
- * each datagram of it pays for a frame as it comes, and the frames cannot leave faster than that anyway.
+ * Each datagram behind a first contact's request (its copy, then padding) carries this much (365 bytes, a quarter of
+ * a full datagram's payload). An unproven address's budget grows by a datagram only once the whole datagram has
+ * crossed the client's uplink, so full datagrams held the first frame back for the copy's whole serialization (30 ms
+ * at 50,000 B/s, 149 ms at 10,000 B/s) though it often needed a third of it; in quarters the budget comes about as
+ * fast as the uplink carries it, and the copy still spans enough time for its dispersion to tell the uplink's rate
+ * (server/catp.ts `takeDispersion`).
  */
-export const STREAM_FIRST_CONTACT_BYTES = STREAM_REQUEST_BYTES + 3 * MAX_DATAGRAM_PAYLOAD;
+export const FIRST_CONTACT_STEP_BYTES = MAX_DATAGRAM_PAYLOAD / 4;
+/**
+ * What a stream request without a token sends in all, counted on the wire as the server counts its budget (each
+ * datagram with its IP and UDP headers): 4,652 bytes — the request, a padded copy of it and padding datagrams, back
+ * to back — which pays for the token answer and three full frames, each with its headers (151 + 3 × 1,488), the top
+ * of the page while the proof travels (the first text of the median corpus page is about 2,000 bytes of frames in,
+ * two to three frames; bench:catp `firstTextBytes`). QUIC's first flight is about as large (3 × its 1,200-byte
+ * Initial). Counted on the wire so that more, smaller datagrams bring no more budget than fewer large ones and the
+ * proof, which queues behind them on the uplink, leaves no later. Behind the request, not in it, so the token answer
+ * goes as soon as the request is in; a copy, not zeros, so a lost request costs a round trip for the proof, not the
+ * resend timer. On a link as fast up as down the padding costs no time: each datagram of it pays for what the
+ * server sends as it comes, and that cannot leave faster anyway.
+ */
+export const STREAM_FIRST_CONTACT_WIRE_BYTES = STREAM_REQUEST_BYTES + 3 * MAX_DATAGRAM_PAYLOAD + 4 * IPV4_UDP_HEADER_BYTES;
 /** `Dhttp-Retry: token`: the answer was too large for an unproven address; send the request again with the token. */
 export const RETRY_TOKEN = 'token';
 

@@ -19,7 +19,7 @@ import {
 import { DhttpResponseStream } from './stream';
 import { hostLiteral, parseTarget, type Target } from './url';
 import { MAX_DATAGRAM_PAYLOAD, REQUEST_PREFIX_BYTES, decodeResponseDatagram, encodePadding, encodeRequest, idToHex, newRequestId } from './wire';
-import { MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES, TOKEN_HEADER, canonicalAddress, datagramOverhead } from './address-validation';
+import { FIRST_CONTACT_STEP_BYTES, MIN_UNPROVEN_REQUEST_BYTES, RETRY_TOKEN, STREAM_FIRST_CONTACT_WIRE_BYTES, STREAM_REQUEST_BYTES, TOKEN_HEADER, canonicalAddress, datagramOverhead } from './address-validation';
 import { encodeDecision, parseAnnounce, type Announcement, type Decision } from '../dtd/messages';
 import type { Address, Channel, ClientAction, ClientCounters, ClientEvent, DhttpClientOptions, FallbackReason, RequestInit } from './client-api';
 import { TRANSITIONS, channelOf, dtdOf, overTcp, type Phase } from './request-phase';
@@ -590,19 +590,21 @@ export class DhttpClient {
     // A stream's first contact: right behind the request, what pays for its first flight (address-validation.ts).
     // The first time a padded copy of the request, so that a lost request costs a round trip, not a resend (wire.ts
     // FLAG_COPY), then padding datagrams; a resend is followed by padding alone (a copy of a resend would be a
-    // second resend).
+    // second resend). Each a quarter datagram, so the server's budget grows as the uplink carries it.
     if (!stream || req.origin.token !== null) return;
-    let rest = STREAM_FIRST_CONTACT_BYTES - data.length;
+    // counted on the wire, as the server counts its budget (each datagram with its IP and UDP headers)
+    const overhead = req.wire.overhead;
+    let rest = STREAM_FIRST_CONTACT_WIRE_BYTES - (data.length + overhead);
     if (req.resends === 0) {
-      const http = requestDatagramHttp(req, Math.min(rest, MAX_DATAGRAM_PAYLOAD));
+      const http = requestDatagramHttp(req, Math.min(rest - overhead, FIRST_CONTACT_STEP_BYTES));
       const copy = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: false, copy: true, http });
       this.sendDatagram(req, copy);
-      rest -= copy.length;
+      rest -= copy.length + overhead;
     }
-    while (rest > REQUEST_PREFIX_BYTES) {
-      const n = Math.min(rest, MAX_DATAGRAM_PAYLOAD);
+    while (rest - overhead > REQUEST_PREFIX_BYTES) {
+      const n = Math.min(rest - overhead, FIRST_CONTACT_STEP_BYTES);
       this.sendDatagram(req, encodePadding(req.id, this.opts.tcpPort, n));
-      rest -= n;
+      rest -= n + overhead;
     }
   }
 

@@ -26,7 +26,7 @@ import {
   type HttpResponse,
 } from '../../protocol/dhttp';
 import { DhttpResponseStream } from '../../protocol/dhttp/stream';
-import { MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_BYTES, STREAM_REQUEST_BYTES } from '../../protocol/dhttp/address-validation';
+import { FIRST_CONTACT_STEP_BYTES, MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_WIRE_BYTES, STREAM_REQUEST_BYTES } from '../../protocol/dhttp/address-validation';
 
 /** IPv4 and UDP headers: what the server's address budget adds to each datagram's payload (loopback is IPv4 here). */
 const UDP_IPV4_HEADERS = 28;
@@ -218,7 +218,7 @@ class CatpClient {
   /**
    * `pad` (no token only): true, the request padded to a full datagram (MIN_UNPROVEN_REQUEST_BYTES, as a request that
    * is not a stream's is); 'first', padded to STREAM_REQUEST_BYTES alone; 'split', that, a padded copy of it right
-   * behind it and padding datagrams up to STREAM_FIRST_CONTACT_BYTES, as a DHTTP client makes a stream's first
+   * behind it and padding datagrams up to STREAM_FIRST_CONTACT_WIRE_BYTES on the wire, a quarter datagram each, as a DHTTP client makes a stream's first
    * contact; 'padding', the request and padding datagrams instead (a resend's first contact); 'copy-only', the copy
    * and the padding (the request was lost).
    */
@@ -235,21 +235,23 @@ class CatpClient {
     else if (pad === true) sends.push(padded(MIN_UNPROVEN_REQUEST_BYTES));
     else {
       const first = padded(STREAM_REQUEST_BYTES);
-      let rest = STREAM_FIRST_CONTACT_BYTES - first.length;
+      // on the wire, as the client counts it: each datagram with its 28 bytes of IPv4 and UDP headers
+      let rest = STREAM_FIRST_CONTACT_WIRE_BYTES - (first.length + 28);
       if (pad !== 'copy-only') sends.push(first);
       if (pad === 'split' || pad === 'copy-only') {
-        const copy = padded(Math.min(rest, MAX_DATAGRAM_PAYLOAD), true);
+        const copy = padded(Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES), true);
         sends.push(copy);
-        rest -= copy.length;
+        rest -= copy.length + 28;
       }
       if (pad !== 'first') {
-        for (; rest > 11; rest -= Math.min(rest, MAX_DATAGRAM_PAYLOAD)) sends.push(encodePadding(id, this.port, Math.min(rest, MAX_DATAGRAM_PAYLOAD)));
+        for (let n = Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES); n > 11; rest -= n + 28, n = Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES)) sends.push(encodePadding(id, this.port, n));
       }
     }
-    this.lastRequestBytes = sends.reduce((n, d) => n + d.length, 0);
+    this.lastRequestBytes = sends.reduce((n, d) => n + d.length + 28, 0); // on the wire
     return sends.reduce((p: Promise<void>, d) => p.then(() => this.send(d)), Promise.resolve()).then(() => id);
   }
 
+  /** What the last request() sent, on the wire (each datagram with its IPv4 and UDP headers). */
   lastRequestBytes = 0;
 
   async normalResponse(id: Uint8Array, method = 'GET'): Promise<HttpResponse> {
@@ -747,7 +749,7 @@ describe("first contact: an unproven address gets its session's first flight, th
       else expect(r.bytes!.equals(page.bytes)).toBe(true);
       const b = r.beforeProof!;
       // the request lost: its copy is the request, and the padding behind it pays for frames as before
-      expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_BYTES - STREAM_REQUEST_BYTES : pad === true ? MIN_UNPROVEN_REQUEST_BYTES : STREAM_FIRST_CONTACT_BYTES);
+      expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_WIRE_BYTES - (STREAM_REQUEST_BYTES + 28) : pad === true ? MIN_UNPROVEN_REQUEST_BYTES + 28 : STREAM_FIRST_CONTACT_WIRE_BYTES);
       expect(b.tokenAnswers).toBeGreaterThanOrEqual(1); // (again on its reports while the proof is held back)
       // what is behind the request pays for the token answer and the top of the page, not nothing (a full datagram
       // alone pays for the token answer and less than a full frame)
@@ -758,7 +760,7 @@ describe("first contact: an unproven address gets its session's first flight, th
       expect(c.catpUnprovenStarts).toBe(1);
       expect(c.catpProven).toBe(1);
       expect(c.catpUnprovenExpired).toBe(0);
-      expect([c.udpCopiesPaired, c.udpCopiesAsRequests, c.udpPadding]).toEqual(pad === 'split' ? [1, 0, 2] : pad === 'copy-only' ? [0, 1, 2] : pad === 'padding' ? [0, 0, 3] : [0, 0, 0]);
+      expect([c.udpCopiesPaired, c.udpCopiesAsRequests, c.udpPadding]).toEqual(pad === 'split' ? [1, 0, 11] : pad === 'copy-only' ? [0, 1, 11] : pad === 'padding' ? [0, 0, 12] : [0, 0, 0]);
       // every token answer counted arrived, or was held back by the budget (the first flight may use it all)
       expect(c.tokenRetries).toBe(b.tokenAnswers + c.amplificationDropped);
     } finally {
@@ -821,7 +823,8 @@ describe("first contact: an unproven address gets its session's first flight, th
       client.token = token;
       await client.request(`/${page.name}`, [['Catp-Mode', 'catp']], { id }); // the proof
       await waitFor(() => times.length >= 5, 'five frames after the proof', 10_000);
-      // ≤ 1,460 B / 40 ms = 36.5 B/ms: frames of ~1.3 kB go ≥ ~35 ms apart (at once without the hint)
+      // ≤ 1,488 B / 40 ms = 37 B/ms (the datagram with its IP and UDP headers): frames of ~1.3 kB go ≥ ~35 ms apart
+      // (at once without the hint)
       expect(times[4] - times[0]).toBeGreaterThan(100);
       expect(server.counters().catpProven).toBe(1);
     } finally {

@@ -152,8 +152,8 @@ function load(seed: number, loss: number) {
   const id = c.request({ url: URL, headers: [['Catp-Mode', 'catp']], stream: { mode: 'catp', sentRealtimeNs: SENT_NS } }, 0);
   const first = drain(c);
   const request = sends(first.actions);
-  // a first contact: the request, its padded copy and two padding datagrams (address-validation.ts)
-  expect(request).toHaveLength(4);
+  // a first contact: the request, its padded copy and padding datagrams, a quarter datagram each (address-validation.ts)
+  expect(request).toHaveLength(13);
   expect(isRequestCopy(request[1].data)).toBe(true);
   expect(request.slice(2).every((a) => isPaddingDatagram(a.data))).toBe(true);
   const sender = createSender(PAGE, { requestId: decodeRequest(request[0].data).id, rateFramesPerSec: 2000, initialRttMs: 30 });
