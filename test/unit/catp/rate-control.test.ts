@@ -473,11 +473,11 @@ describe("the first round trip: the dispersion of a first contact's two datagram
   };
 
   test("a 10 kB/s link, its uplink as slow: the initial window does not stand a second in its queue, and the hint makes the load no slower", () => {
-    // The first flight comes as the padding does (a frame per 1,460-byte datagram, ~150 ms apart here), and its
+    // The first flight comes as the padding does (quarter datagrams, ~39 ms apart here: a frame every few), and its
     // reports give startup its first samples before the proof: startup paces at its estimate from them, with or
     // without the hint (with QUIC's 3× budget the first flight left at once, and only the hint kept the initial
     // window from a queue of 600 ms and more). Startup's own overshoot (2.885× the estimate) is what queues now.
-    const hinted = load(10, 10, 60_000, 9.6); // a 1,460-byte copy ~150 ms behind the request, as in the lab
+    const hinted = load(10, 10, 60_000, 9.6); // the copy's dispersion: 393 bytes on the wire ~39 ms behind the request, as in the lab
     const burst = load(10, 10, 60_000, null);
     expect(maxQueueDelay(burst, 0, 1500)).toBeLessThan(600);
     expect(maxQueueDelay(hinted, 0, 1500)).toBeLessThan(600);
