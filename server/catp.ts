@@ -307,8 +307,8 @@ interface Arrival {
 
 /**
  * Least spacing between a first contact's request and its padding datagram that is taken as their dispersion on
- * the client's uplink (below it the server's event loop is the measurement; the copy's 393 bytes on the wire took that long
- * at ~200 kB/s, so faster uplinks give no hint and start as any sender does).
+ * the client's uplink (below it the server's event loop is the measurement; the copy's 393 bytes on the wire take
+ * that long at ~200 kB/s, so faster uplinks give no hint and start as any sender does).
  */
 const MIN_DISPERSION_MS = 2;
 

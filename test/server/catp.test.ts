@@ -218,9 +218,9 @@ class CatpClient {
   /**
    * `pad` (no token only): true, the request padded to a full datagram (MIN_UNPROVEN_REQUEST_BYTES, as a request that
    * is not a stream's is); 'first', padded to STREAM_REQUEST_BYTES alone; 'split', that, a padded copy of it right
-   * behind it and padding datagrams up to STREAM_FIRST_CONTACT_WIRE_BYTES on the wire, a quarter datagram each, as a DHTTP client makes a stream's first
-   * contact; 'padding', the request and padding datagrams instead (a resend's first contact); 'copy-only', the copy
-   * and the padding (the request was lost).
+   * behind it and padding datagrams up to STREAM_FIRST_CONTACT_WIRE_BYTES on the wire, a quarter datagram each, as a
+   * DHTTP client makes a stream's first contact; 'padding', the request and padding datagrams instead (a resend's
+   * first contact); 'copy-only', the copy and the padding (the request was lost).
    */
   request(target: string, headers: [string, string][], opts: { id?: Uint8Array; method?: string; resend?: boolean; pad?: FirstContactPad | false } = {}): Promise<Uint8Array> {
     const id = opts.id ?? newId();
