@@ -235,19 +235,22 @@ class CatpClient {
     else if (pad === true) sends.push(padded(MIN_UNPROVEN_REQUEST_BYTES));
     else {
       const first = padded(STREAM_REQUEST_BYTES);
-      // on the wire, as the client counts it: each datagram with its 28 bytes of IPv4 and UDP headers
-      let rest = STREAM_FIRST_CONTACT_WIRE_BYTES - (first.length + 28);
+      // on the wire, as the client counts it: each datagram with its IPv4 and UDP headers
+      const h = UDP_IPV4_HEADERS;
+      let rest = STREAM_FIRST_CONTACT_WIRE_BYTES - (first.length + h);
       if (pad !== 'copy-only') sends.push(first);
       if (pad === 'split' || pad === 'copy-only') {
-        const copy = padded(Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES), true);
+        const copy = padded(Math.min(rest - h, FIRST_CONTACT_STEP_BYTES), true);
         sends.push(copy);
-        rest -= copy.length + 28;
+        rest -= copy.length + h;
       }
-      if (pad !== 'first') {
-        for (let n = Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES); n > 11; rest -= n + 28, n = Math.min(rest - 28, FIRST_CONTACT_STEP_BYTES)) sends.push(encodePadding(id, this.port, n));
+      while (pad !== 'first' && rest - h > 11) {
+        const n = Math.min(rest - h, FIRST_CONTACT_STEP_BYTES);
+        sends.push(encodePadding(id, this.port, n));
+        rest -= n + h;
       }
     }
-    this.lastRequestBytes = sends.reduce((n, d) => n + d.length + 28, 0); // on the wire
+    this.lastRequestBytes = sends.reduce((n, d) => n + d.length + UDP_IPV4_HEADERS, 0); // on the wire
     return sends.reduce((p: Promise<void>, d) => p.then(() => this.send(d)), Promise.resolve()).then(() => id);
   }
 
@@ -749,7 +752,7 @@ describe("first contact: an unproven address gets its session's first flight, th
       else expect(r.bytes!.equals(page.bytes)).toBe(true);
       const b = r.beforeProof!;
       // the request lost: its copy is the request, and the padding behind it pays for frames as before
-      expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_WIRE_BYTES - (STREAM_REQUEST_BYTES + 28) : pad === true ? MIN_UNPROVEN_REQUEST_BYTES + 28 : STREAM_FIRST_CONTACT_WIRE_BYTES);
+      expect(b.requestBytes).toBeGreaterThanOrEqual(pad === 'copy-only' ? STREAM_FIRST_CONTACT_WIRE_BYTES - (STREAM_REQUEST_BYTES + UDP_IPV4_HEADERS) : pad === true ? MIN_UNPROVEN_REQUEST_BYTES + UDP_IPV4_HEADERS : STREAM_FIRST_CONTACT_WIRE_BYTES);
       expect(b.tokenAnswers).toBeGreaterThanOrEqual(1); // (again on its reports while the proof is held back)
       // what is behind the request pays for the token answer and the top of the page, not nothing (a full datagram
       // alone pays for the token answer and less than a full frame)
