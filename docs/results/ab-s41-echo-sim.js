@@ -1,3 +1,5 @@
+/* global require, process, console */
+/* eslint-disable @typescript-eslint/no-require-imports -- a plain Node script, run against built dist/ trees */
 // Session 41: CATP over the simulated bottleneck (lab/sim-link.ts: the first contact, timers 1 ms late), an old build
 // (/work/E) against a new one (NEW=dir, default /work/main): first useful frame, longest gap between useful frames,
 // completion, resends, means over seeds 1..N. Usage: NEW=/work/N node ab-s41-echo-sim.js RATE_B_PER_MS DELAY_MS LOSS "" N
