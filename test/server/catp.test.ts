@@ -18,6 +18,7 @@ import {
   getHeader,
   encodePadding,
   MAX_DATAGRAM_PAYLOAD,
+  REQUEST_PREFIX_BYTES,
   encodeRequest,
   idToHex,
   newRequestId,
@@ -244,7 +245,7 @@ class CatpClient {
         sends.push(copy);
         rest -= copy.length + h;
       }
-      while (pad !== 'first' && rest - h > 11) {
+      while (pad !== 'first' && rest - h > REQUEST_PREFIX_BYTES) {
         const n = Math.min(rest - h, FIRST_CONTACT_STEP_BYTES);
         sends.push(encodePadding(id, this.port, n));
         rest -= n + h;
