@@ -20,6 +20,7 @@ import {
   type Transport,
 } from '../../app/browser';
 import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
+import { CAPTURE_MODES, isCaptureMode, type CaptureMode } from '../../lab/silent-time/updates';
 import { defaultStoreDir } from '../../app/payload-store';
 import { FIRST_CONTACT } from '../../app';
 import { labSupport } from '../../lab/link';
@@ -41,6 +42,8 @@ options:
       --record FILE       (headless) write the load record (visible updates, arrivals, silent time, floor)
       --frames FILE       (headless) capture compositor frames (screencast PNGs, heartbeat) and write, as JSON,
                           their times (epoch ms) and which changed pixels inside the page area (not the HUD)
+      --frames-capture M  vsync (default: a frame every vsync, the heartbeat) | damage (only frames that change
+                          something: far cheaper for the browser measured; see catp silent-time --capture)
       --page-area WxH     (headless) size the window so the page area (without toolbar and HUD) is WxH
       --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
@@ -64,6 +67,7 @@ const options = {
   'dump-dom': { type: 'string' },
   record: { type: 'string' },
   frames: { type: 'string' },
+  'frames-capture': { type: 'string' },
   'page-area': { type: 'string' },
   transport: { type: 'string' },
   loss: { type: 'string' },
@@ -113,6 +117,9 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   const shellArg = values.shell ?? 'auto';
   if (!['auto', 'electron', 'chromium'].includes(shellArg)) throw new UsageError(`--shell must be auto, electron or chromium`);
   if (!values.headless && (values['dump-dom'] || values.record || values.frames)) throw new UsageError('--dump-dom, --record and --frames need --headless');
+  const capture = values['frames-capture'] ?? 'vsync';
+  if (!isCaptureMode(capture)) throw new UsageError(`--frames-capture must be ${CAPTURE_MODES.join(' or ')}, got '${capture}'`);
+  if (values['frames-capture'] !== undefined && !values.frames) throw new UsageError('--frames-capture needs --frames');
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);
   const timeoutMs = intOption(values.timeout, 'timeout', 100, 3_600_000) ?? 60_000;
   const seed = intOption(values.seed, 'seed', 0, 2 ** 31) ?? (Date.now() & 0x7fffffff);
@@ -172,7 +179,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
 
   try {
     if (values.headless) {
-      return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames, pageAreaSize: parsePageArea(values['page-area']) }, timeoutMs, io);
+      return await headless(url, transport, serviceOptions, { dumpDom: values['dump-dom'], recordFile: values.record, framesFile: values.frames, capture, pageAreaSize: parsePageArea(values['page-area']) }, timeoutMs, io);
     }
     io.stdout.write(`catp browse: ${url} (${transport}, ${link}, ${pace}, ${storeDir === null ? 'no payload store' : `payload store ${storeDir}`})\n`);
     if (electron) {
@@ -227,11 +234,11 @@ async function headless(
   url: string,
   transport: Transport,
   serviceOptions: Parameters<typeof startBrowserSession>[0],
-  files: { dumpDom?: string; recordFile?: string; framesFile?: string; pageAreaSize?: { width: number; height: number } },
+  files: { dumpDom?: string; recordFile?: string; framesFile?: string; capture: CaptureMode; pageAreaSize?: { width: number; height: number } },
   timeoutMs: number,
   io: Io,
 ): Promise<number> {
-  const { dumpDom, recordFile, framesFile, pageAreaSize } = files;
+  const { dumpDom, recordFile, framesFile, capture, pageAreaSize } = files;
   const session = await startBrowserSession({ ...serviceOptions, shell: 'headless' });
   let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
   let frames: PageFrameCapture | null = null;
@@ -240,7 +247,7 @@ async function headless(
     await session.service.whenReady(30_000);
     // compositor frames of the page area (lab/silent-time/page-frames.ts), from before the navigation
     if (pageAreaSize) await fitPageArea(page.page, pageAreaSize);
-    if (framesFile) frames = await startPageFrames(page.page);
+    if (framesFile) frames = await startPageFrames(page.page, 'main', undefined, capture);
     const loadId = session.service.navigate(url, transport);
     const record = await session.service.recordOf(loadId, timeoutMs + 5000);
     if (frames) {

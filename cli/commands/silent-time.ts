@@ -8,6 +8,7 @@ import { formatCsv, formatJson, formatTable, summarize } from '../../lab/silent-
 import { LoadLogError, openLoadLog, readLoadLog, type LoadLog } from '../../lab/silent-time/load-log';
 import { runSilentTime, type LoadResult, type Progress } from '../../lab/silent-time/run';
 import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
+import { CAPTURE_MODES, isCaptureMode } from '../../lab/silent-time/updates';
 import { labSupport } from '../../lab/link';
 import { parse, UsageError, type Io } from '../args';
 import { LabError } from '../../lab/errors';
@@ -43,6 +44,10 @@ measurement:
   --viewport WxH       browser viewport (default 1280x800); only what is in it counts as on screen
   --timeout S          give up on one load after S seconds (default 120)
   --settle MS          keep capturing after the load event (default 1000)
+  --capture MODE       how compositor frames are taken: vsync (default: a heartbeat makes the compositor draw,
+                       and the screencast take, a frame every vsync) or damage (only frames where something
+                       changed: much less work taken from the browser measured). In both, the error bound of
+                       a time is the gap between captured frames (the ±sample column)
 output:
   --log FILE           append every load to FILE (JSON lines) as it finishes; if FILE exists (same
                        settings), the loads in it are kept and not measured again: an interrupted run resumes
@@ -78,6 +83,7 @@ const options = {
   viewport: { type: 'string' },
   timeout: { type: 'string' },
   settle: { type: 'string' },
+  capture: { type: 'string' },
   log: { type: 'string' },
   from: { type: 'string' },
   json: { type: 'string' },
@@ -169,6 +175,8 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   const queueBytes = values.queue !== undefined ? num(values.queue, 'queue', 1, 2 ** 32, 0, true) : undefined;
   const timeoutMs = num(values.timeout, 'timeout', 1, 3600, 120) * 1000;
   const settleMs = num(values.settle, 'settle', 0, 60000, 1000, true);
+  const capture = values.capture ?? 'vsync';
+  if (!isCaptureMode(capture)) throw new UsageError(`--capture must be ${CAPTURE_MODES.join(' or ')}, got '${capture}'`);
 
   let pages: PageSpec[] = [];
   try {
@@ -183,7 +191,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   const gen = sizes.length ? generatedPages(sizes) : undefined;
   if (gen) pages = [...gen.pages, ...pages];
   const oracleRate = values['oracle-rate'] === true;
-  const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+  const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, ...(capture !== 'vsync' ? { capture } : {}), transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
   let log: LoadLog | undefined;
   try {
     if (values.log !== undefined) {
@@ -200,13 +208,13 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     const tty = !values.quiet && (io.stderr as { isTTY?: boolean }).isTTY === true;
     const onProgress = values.quiet ? undefined : progressReporter(io.stderr, tty, t0);
     const results = await runSilentTime({
-      pages, losses, transports, reps, seed, delayMs, rate, oracleRate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, onProgress,
+      pages, losses, transports, reps, seed, delayMs, rate, oracleRate, burst: burstLen, queueBytes, server, viewport, timeoutMs, settleMs, capture, onProgress,
       previous: log?.previous, onResult: log ? (r) => log!.append(r) : undefined,
       ...(values.trace !== undefined ? { traceDir: values.trace } : {}),
     });
     const wallMs = Date.now() - t0;
     const measured = results.length - (log?.previous.size ?? 0);
-    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}`;
+    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}; frames captured ${capture === 'vsync' ? 'every vsync' : 'on change (--capture damage)'}`;
     await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs, oracleRate);
     return results.some((r) => r.ok) ? 0 : 1;
   } finally {

@@ -12,7 +12,7 @@
 import type { CDPSession, Page } from 'playwright-core';
 
 import { clampRect, frameChanges, type Rect } from './frames';
-import { HEARTBEAT_MASK, HEARTBEAT_SCRIPT, localRealtimeMinusMonotonicNs, monotoneFrames, ScreencastRecorder } from './updates';
+import { framesBeforeLoad, HEARTBEAT_MASK, HEARTBEAT_SCRIPT, localRealtimeMinusMonotonicNs, monotoneFrames, ScreencastRecorder, type CaptureMode } from './updates';
 import { LabError } from '../errors';
 
 export interface PageFrame {
@@ -36,7 +36,8 @@ export interface PageFramesFile {
   clipAtEnd: Rect | null;
   /** the screencast frame size */
   frameSize: { width: number; height: number } | null;
-  heartbeat: true;
+  /** the heartbeat ran (capture 'vsync'); without it ('damage') a frame comes only when something changed */
+  heartbeat: boolean;
   frames: PageFrame[];
   /** gaps between consecutive captured frames over the whole capture (after making stamps monotone), ms */
   sampling: { maxMs: number; medianMs: number } | null;
@@ -104,18 +105,18 @@ async function contentHeight(page: Page, selector: string): Promise<number | nul
 }
 
 /**
- * Starts the heartbeat and the screencast on the (laid out) app page; resolves once frames are coming.
- * With `areaSize`, the viewport is first resized so that the page area has exactly that size.
+ * Starts the screencast on the (laid out) app page, with the heartbeat for `capture` 'vsync' (updates.ts); resolves
+ * once frames are coming. With `areaSize`, the viewport is first resized so that the page area has exactly that size.
  */
-export async function startPageFrames(page: Page, selector = 'main', areaSize?: { width: number; height: number }): Promise<PageFrameCapture> {
+export async function startPageFrames(page: Page, selector = 'main', areaSize?: { width: number; height: number }, capture: CaptureMode = 'vsync'): Promise<PageFrameCapture> {
   if (areaSize) await fitPageArea(page, areaSize, selector);
-  await page.evaluate(HEARTBEAT_SCRIPT);
+  if (capture === 'vsync') await page.evaluate(HEARTBEAT_SCRIPT);
   const area = await pageArea(page, selector);
   const cdp: CDPSession = await page.context().newCDPSession(page);
   const offset = localRealtimeMinusMonotonicNs();
   const recorder = new ScreencastRecorder(cdp, offset);
   await recorder.start();
-  await recorder.waitFrames(2, 3000);
+  await recorder.waitFrames(framesBeforeLoad(capture), 3000);
   return {
     clip: area,
     async stop() {
@@ -144,7 +145,7 @@ export async function startPageFrames(page: Page, selector = 'main', areaSize?: 
         clipAtStart: area,
         clipAtEnd,
         frameSize,
-        heartbeat: true,
+        heartbeat: capture === 'vsync',
         frames: frames.map((f, i) => {
           const c = changes.get(i);
           const pf: PageFrame = { tEpochMs: epochMs(f.tNs), recvEpochMs: epochMs(f.recvNs), changed: c?.changed ?? 0 };

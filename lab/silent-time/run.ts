@@ -9,6 +9,7 @@ import { networkFloor } from './floor';
 import { startOrigin, warmOrigin, type Origin, type ServerKind } from './origin';
 import { type PageSpec } from './pages';
 import { type LoadContext, type Transport } from './transports';
+import { type CaptureMode } from './updates';
 import { loadKey } from './load-log';
 import { type LoadResult } from './load-result';
 
@@ -39,6 +40,8 @@ export interface RunOptions {
   viewport?: { width: number; height: number };
   timeoutMs?: number;
   settleMs?: number;
+  /** how compositor frames are captured (updates.ts; default 'vsync', the heartbeat) */
+  capture?: CaptureMode;
   /** called before (done = false) and after (done = true) each load */
   onProgress?: (p: Progress) => void;
   /** loads measured before (a resumed run, by loadKey): taken as they are, not measured again */
@@ -115,7 +118,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
       viewport: o.viewport ?? { width: 1280, height: 800 },
-      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, rate: o.oracleRate === true ? o.rate : 0,
+      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, capture: o.capture ?? 'vsync', rate: o.oracleRate === true ? o.rate : 0,
       ...(origin.spki !== undefined ? { spki: origin.spki } : {}),
     };
     const load = await transport.load(ctx);

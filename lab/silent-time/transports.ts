@@ -25,7 +25,7 @@ import { type Link } from '../link';
 import { catpCommand, repoRoot, type ServerKind } from './origin';
 import { type FrameChange } from './frames';
 import { type PageFramesFile } from './page-frames';
-import { analyzeUpdates, CHROMIUM, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type UpdatesResult } from './updates';
+import { analyzeUpdates, CHROMIUM, framesBeforeLoad, launchChromium, monotoneFrames, openRecordedPage, summarizeUpdates, type CaptureMode, type UpdatesResult } from './updates';
 import { LabError } from '../errors';
 
 export interface LoadContext {
@@ -39,6 +39,8 @@ export interface LoadContext {
   timeoutMs: number;
   /** keep capturing this long after the load event (late paints) */
   settleMs: number;
+  /** how compositor frames are captured (updates.ts): every vsync (the heartbeat) or only frames that change */
+  capture: CaptureMode;
   /**
    * The link's rate in bytes/s handed to our UDP senders (the oracle-rate ablation: they are asked to pace just
    * under it); 0 (the default): they are told nothing and find the rate themselves, as TCP does.
@@ -115,9 +117,9 @@ function stockChromium(name: 'chromium' | 'h3'): Transport {
         ? { drop: ['--disable-quic'], add: ['--enable-quic', `--origin-to-force-quic-on=${authority}`, `--ignore-certificate-errors-spki-list=${ctx.spki!}`] }
         : undefined);
       try {
-        const s = await openRecordedPage(b.browser, ctx.viewport, ctx.link.realtimeMinusMonotonicNs);
+        const s = await openRecordedPage(b.browser, ctx.viewport, ctx.link.realtimeMinusMonotonicNs, ctx.capture);
         // What is on screen before the load: wait for the first frames of about:blank.
-        await s.recorder.waitFrames(2, 3000);
+        await s.recorder.waitFrames(framesBeforeLoad(ctx.capture), 3000);
         await sleep(100);
         const navStartNs = now();
         const url = `${h3 ? 'https' : 'http'}://${authority}${ctx.urlPath}`;
@@ -268,7 +270,7 @@ export function browseTransport(name: 'catp' | 'inorder' | 'tcp'): Transport {
         // link's rate (which counts IP and UDP headers too). By default nothing is asked: the senders find it.
         const rate = name !== 'tcp' && ctx.rate > 0 ? ['--rate', String(Math.max(1000, Math.floor(ctx.rate * 0.95)))] : [];
         // The page area gets the size of chromium's viewport, so every transport shows the same part of the page.
-        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--page-area', `${ctx.viewport.width}x${ctx.viewport.height}`, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const child = ctx.link.spawnIn('client', cmd, [...args, 'browse', '--headless', '--record', file, '--frames', framesFile, '--frames-capture', ctx.capture, '--page-area', `${ctx.viewport.width}x${ctx.viewport.height}`, '--transport', name, ...rate, url], { stdio: ['ignore', 'pipe', 'pipe'] });
         const { code, stderr } = await collect(child, ctx.timeoutMs + 30_000);
         if (code !== 0) throw new LabError('LAB_ERR_BROWSE_FAILED', `catp browse exited with ${code}: ${stderr.trim().slice(0, 300)}`);
         const rec = readRecord(file);

@@ -18,6 +18,16 @@
 // interval, and its maximum over the load is the error bound of every time we report. (The heartbeat's
 // pixel is masked out of the comparison anyway.)
 //
+// That is the default capture, 'vsync'. It is not free: a screencast frame per vsync is a full redraw, a readback
+// and a PNG in Chromium's GPU and browser processes, on the two cores the page, the link and the server share.
+// With it off (the renderer's own paint stamps, recorded either way), our browser's first paint came 40–100 ms
+// sooner on four real pages at the issue's link (docs/results-real-pages.md, session 42). 'damage' (--capture
+// damage) leaves the heartbeat out: the compositor makes a frame, and the screencast captures it, only when
+// something on screen changed, which costs the measured browser far less. What it reports means the same: a
+// change seen in frame k happened in (t[k-1], t[k]] (the frame before did not show it), so the gaps between
+// captured frames are still the error bound; they are longer where nothing changes, which is where nothing needs
+// timing, and the capture's own cost no longer shifts what it measures.
+//
 // Clock: each frame's metadata.timestamp is the compositor frame's reference time (vsync-aligned) in
 // seconds since the epoch (CLOCK_REALTIME); it maps onto CLOCK_MONOTONIC — the emulator's clock — with the
 // link's realtimeMinusMonotonicNs. Stamps are made non-decreasing in capture order (monotoneFrames). The
@@ -60,6 +70,19 @@ export const HEARTBEAT_SCRIPT = `(() => {
 
 /** The heartbeat's pixel, left out of every comparison. */
 export const HEARTBEAT_MASK: Rect = { x: 0, y: 0, width: 1, height: 1 };
+
+/** How compositor frames are captured (see the top of this file): a frame every vsync, or only frames that show a change. */
+export type CaptureMode = 'vsync' | 'damage';
+export const CAPTURE_MODES: readonly CaptureMode[] = ['vsync', 'damage'];
+
+export function isCaptureMode(v: string): v is CaptureMode {
+  return (CAPTURE_MODES as readonly string[]).includes(v);
+}
+
+/** Frames to wait for before a load: with the heartbeat two come at once; without it a still page makes one. */
+export function framesBeforeLoad(capture: CaptureMode): number {
+  return capture === 'vsync' ? 2 : 1;
+}
 
 export interface LaunchedBrowser {
   browser: Browser;
@@ -269,10 +292,10 @@ export interface PageSession {
   recorder: ScreencastRecorder;
 }
 
-/** A fresh context (no cache, no cookies) with the heartbeat, on about:blank, screencast running. */
-export async function openRecordedPage(browser: Browser, viewport: { width: number; height: number }, realtimeMinusMonotonicNs: bigint): Promise<PageSession> {
+/** A fresh context (no cache, no cookies), with the heartbeat for 'vsync', on about:blank, screencast running. */
+export async function openRecordedPage(browser: Browser, viewport: { width: number; height: number }, realtimeMinusMonotonicNs: bigint, capture: CaptureMode = 'vsync'): Promise<PageSession> {
   const context = await browser.newContext({ viewport, deviceScaleFactor: 1, serviceWorkers: 'block' });
-  await context.addInitScript(HEARTBEAT_SCRIPT);
+  if (capture === 'vsync') await context.addInitScript(HEARTBEAT_SCRIPT);
   const page = await context.newPage();
   const cdp = await context.newCDPSession(page);
   await cdp.send('Network.enable');

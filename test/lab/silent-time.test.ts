@@ -213,9 +213,56 @@ describe('pages', () => {
   });
 });
 
+describe('--capture', () => {
+  test('an unknown mode is a usage error, before any lab is needed', async () => {
+    await expect(silentTime(['--sizes', '10k', '--capture', 'sometimes'], { stdout: new PassThrough(), stderr: new PassThrough() })).rejects.toThrow(/--capture must be vsync or damage, got 'sometimes'/);
+  });
+});
+
 describe('end to end: catp silent-time through the link with stock Chromium and our browser', () => {
   jest.setTimeout(240_000);
   beforeAll(() => requireLab());
+
+  test('--capture damage: frames only where something changed, for stock Chromium and our page area alike; fewer frames than every vsync, the same answers', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-test-'));
+    try {
+      const out = new PassThrough();
+      let stdout = '';
+      out.on('data', (d: Buffer) => (stdout += d.toString()));
+      const json = path.join(dir, 'r.json');
+      const run = async (capture: string, file: string) =>
+        silentTime(['--sizes', '10k', '--loss', '0', '--reps', '1', '--transports', 'chromium,catp', '--delay', '10', '--rate', '10000', '--seed', '7',
+          '--settle', '600', '--capture', capture, '--json', file, '--trace', path.join(dir, `trace-${capture}`), '-q'], { stdout: out, stderr: new PassThrough() });
+      expect(await run('damage', json)).toBe(0);
+      expect(stdout).toMatch(/frames captured on change \(--capture damage\)/);
+      const report = JSON.parse(fs.readFileSync(json, 'utf8')) as JsonReport & { settings: { capture?: string } };
+      expect(report.settings.capture).toBe('damage');
+      expect(report.loads).toHaveLength(2);
+      const vsyncJson = path.join(dir, 'v.json');
+      expect(await run('vsync', vsyncJson)).toBe(0);
+      const vsync = JSON.parse(fs.readFileSync(vsyncJson, 'utf8')) as JsonReport & { settings: { capture?: string } };
+      expect(vsync.settings.capture).toBeUndefined(); // the default, as every log before the option was written
+      for (const r of report.loads as LoadResult[]) {
+        const ctx = JSON.stringify({ transport: r.transport, error: r.error, warnings: r.warnings });
+        expect({ ok: r.ok, ctx }).toEqual({ ok: true, ctx });
+        // the 10 kB page fits the viewport: first paint and completion are seen, after the request, in order
+        expect(r.firstPaintMs!).toBeGreaterThan(0);
+        expect(r.completionMs!).toBeGreaterThanOrEqual(r.firstPaintMs!);
+        expect(r.silentMs!).toBeGreaterThanOrEqual(r.floorMs! - r.samplingMaxMs!);
+        // without the heartbeat a still screen makes no frames: fewer frames than the vsync run's same load
+        const v = (vsync.loads as LoadResult[]).find((x) => x.transport === r.transport)!;
+        expect(v.ok).toBe(true);
+        expect(r.frames!).toBeLessThan(v.frames!);
+        if (r.transport === 'catp') {
+          // the renderer's paint stamps agree with the frames taken on change
+          expect(r.markerTimesMs!.length).toBeGreaterThan(0);
+          expect(r.crossCheckMs!).toBeLessThan(250);
+        }
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   test('1 page × loss {0, 0.1} × 1 rep × all four transports: every load measured from compositor frames, numbers consistent, outputs written, report again from the load log', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-test-'));
