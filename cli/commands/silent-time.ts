@@ -214,7 +214,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     });
     const wallMs = Date.now() - t0;
     const measured = results.length - (log?.previous.size ?? 0);
-    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}; frames captured ${capture === 'vsync' ? 'every vsync' : 'on change (--capture damage)'}`;
+    const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}; ${captureLabel(capture)}`;
     await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs, oracleRate);
     return results.some((r) => r.ok) ? 0 : 1;
   } finally {
@@ -236,6 +236,11 @@ async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[],
   if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', ...meta, summary: rows, loads: results }));
   if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
   if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay${oracleRate ? '; oracle rate, ablation' : ''})`);
+}
+
+/** The report footer's word on how frames were captured (updates.ts). */
+function captureLabel(capture: unknown): string {
+  return capture === 'damage' ? 'frames captured on change (--capture damage)' : 'frames captured every vsync';
 }
 
 /** How our UDP senders got their rate, for every table's footer. */
@@ -261,12 +266,16 @@ async function fromLog(files: string, values: OutputValues, io: Io): Promise<num
     return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null, oracleRate: o.oracleRate !== false };
   };
   const first = link(logs[0]!.settings);
+  // logs written before --capture existed, and every vsync run since, have no capture in their settings
+  const captureOf = (st: unknown) => ((st ?? {}) as { capture?: unknown }).capture ?? 'vsync';
+  const capture = captureOf(logs[0]!.settings);
   for (const l of logs.slice(1)) {
     if (JSON.stringify(link(l.settings)) !== JSON.stringify(first)) io.stderr.write(`silent-time: warning: ${l.file} was measured on another link than ${logs[0]!.file}\n`);
+    if (captureOf(l.settings) !== capture) io.stderr.write(`silent-time: warning: ${l.file} was captured otherwise (--capture ${String(captureOf(l.settings))}) than ${logs[0]!.file} (${String(capture)})\n`);
   }
   const loads = logs.flatMap((l) => l.loads);
   const torn = logs.reduce((n, l) => n + l.tornLines, 0);
-  const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}; ${pacingLabel(first.oracleRate)}`;
+  const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}; ${pacingLabel(first.oracleRate)}; ${captureLabel(capture)}`;
   const settings = logs.length === 1 ? ((logs[0]!.settings ?? {}) as Record<string, unknown>) : { logs: logs.map((l) => ({ file: l.file, settings: l.settings })) };
   await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs, first.oracleRate);
   return loads.some((r) => r.ok) ? 0 : 1;

@@ -106,6 +106,29 @@ describe('load log', () => {
     expect(fs.readFileSync(chart, 'utf8')).toContain('oracle rate, ablation');
   });
 
+  test('--from says how frames were captured (a log without the setting: every vsync), warning when logs differ', async () => {
+    const vsync = path.join(dir, 'vsync.jsonl');
+    const damage = path.join(dir, 'damage.jsonl');
+    for (const [file, settings] of [[vsync, { rate: 50000, oracleRate: false }], [damage, { rate: 50000, oracleRate: false, capture: 'damage' }]] as const) {
+      const l = openLoadLog(file, settings);
+      l.append(result({ page: 'p', silentMs: 100 }));
+      l.close();
+    }
+    const run = async (files: string): Promise<{ stdout: string; stderr: string }> => {
+      let stdout = '';
+      let stderr = '';
+      const o = new PassThrough().on('data', (d: Buffer) => (stdout += d.toString()));
+      const e = new PassThrough().on('data', (d: Buffer) => (stderr += d.toString()));
+      expect(await silentTime(['--from', files], { stdout: o, stderr: e })).toBe(0);
+      return { stdout, stderr };
+    };
+    expect((await run(vsync)).stdout).toContain('frames captured every vsync');
+    expect((await run(damage)).stdout).toContain('frames captured on change (--capture damage)');
+    const both = await run(`${vsync},${damage}`);
+    expect(both.stderr).toContain('was captured otherwise (--capture damage)');
+    expect(both.stderr).not.toContain('another link');
+  });
+
   test('the runner takes logged loads as they are and measures only the rest', async () => {
     // A transport that is unavailable fails fast without a link: enough to see which loads were attempted.
     const attempted: string[] = [];
