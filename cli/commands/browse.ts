@@ -20,7 +20,7 @@ import {
   type Transport,
 } from '../../app/browser';
 import { fitPageArea, startPageFrames, type PageFrameCapture } from '../../lab/silent-time/page-frames';
-import { CAPTURE_MODES, isCaptureMode, type CaptureMode } from '../../lab/silent-time/updates';
+import { CAPTURE_MODES, DEFAULT_CAPTURE, isCaptureMode, type CaptureMode } from '../../lab/silent-time/updates';
 import { defaultStoreDir } from '../../app/payload-store';
 import { FIRST_CONTACT } from '../../app';
 import { labSupport } from '../../lab/link';
@@ -40,10 +40,10 @@ options:
       --headless          load URL in the same renderer without a window; exit when the page completes
       --dump-dom FILE     (headless) write parse5's serialization of the rendered page's tree
       --record FILE       (headless) write the load record (visible updates, arrivals, silent time, floor)
-      --frames FILE       (headless) capture compositor frames (screencast PNGs, heartbeat) and write, as JSON,
+      --frames FILE       (headless) capture compositor frames (screencast PNGs) and write, as JSON,
                           their times (epoch ms) and which changed pixels inside the page area (not the HUD)
-      --frames-capture M  vsync (default: a frame every vsync, the heartbeat) | damage (only frames that change
-                          something: far cheaper for the browser measured; see catp silent-time --capture)
+      --frames-capture M  damage (default: only frames that change something) | vsync (a frame every vsync, the
+                          heartbeat: costs the browser measured; see catp silent-time --capture)
       --page-area WxH     (headless) size the window so the page area (without toolbar and HUD) is WxH
       --transport T       catp (default) | inorder | tcp   (tcp: http:// to the same host and port)
       --loss P            datagram loss each way through the relay, 0..0.9 (demo default 0.1)
@@ -117,7 +117,7 @@ export async function browse(argv: string[], io: Io, signal?: AbortSignal): Prom
   const shellArg = values.shell ?? 'auto';
   if (!['auto', 'electron', 'chromium'].includes(shellArg)) throw new UsageError(`--shell must be auto, electron or chromium`);
   if (!values.headless && (values['dump-dom'] || values.record || values.frames)) throw new UsageError('--dump-dom, --record and --frames need --headless');
-  const capture = values['frames-capture'] ?? 'vsync';
+  const capture = values['frames-capture'] ?? DEFAULT_CAPTURE;
   if (!isCaptureMode(capture)) throw new UsageError(`--frames-capture must be ${CAPTURE_MODES.join(' or ')}, got '${capture}'`);
   if (values['frames-capture'] !== undefined && !values.frames) throw new UsageError('--frames-capture needs --frames');
   const rate = intOption(values.rate, 'rate', 1000, 1_000_000_000);

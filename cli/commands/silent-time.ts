@@ -8,7 +8,7 @@ import { formatCsv, formatJson, formatTable, summarize } from '../../lab/silent-
 import { LoadLogError, openLoadLog, readLoadLog, type LoadLog } from '../../lab/silent-time/load-log';
 import { runSilentTime, type LoadResult, type Progress } from '../../lab/silent-time/run';
 import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
-import { CAPTURE_MODES, isCaptureMode } from '../../lab/silent-time/updates';
+import { CAPTURE_MODES, DEFAULT_CAPTURE, isCaptureMode, UNRECORDED_CAPTURE } from '../../lab/silent-time/updates';
 import { labSupport } from '../../lab/link';
 import { parse, UsageError, type Io } from '../args';
 import { LabError } from '../../lab/errors';
@@ -44,10 +44,11 @@ measurement:
   --viewport WxH       browser viewport (default 1280x800); only what is in it counts as on screen
   --timeout S          give up on one load after S seconds (default 120)
   --settle MS          keep capturing after the load event (default 1000)
-  --capture MODE       how compositor frames are taken: vsync (default: a heartbeat makes the compositor draw,
-                       and the screencast take, a frame every vsync) or damage (only frames where something
-                       changed: much less work taken from the browser measured). In both, the error bound of
-                       a time is the gap between captured frames (the ±sample column)
+  --capture MODE       how compositor frames are taken: damage (default: only frames where something changed)
+                       or vsync (a heartbeat makes the compositor draw, and the screencast take, a frame every
+                       vsync: a tighter ±sample, but the capture takes cores from the browser it measures;
+                       the method of the tables before session 43). In both, a time's error bound (±sample)
+                       is the gap between captured frames: with damage, as long as the screen was still
 output:
   --log FILE           append every load to FILE (JSON lines) as it finishes; if FILE exists (same
                        settings), the loads in it are kept and not measured again: an interrupted run resumes
@@ -175,7 +176,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   const queueBytes = values.queue !== undefined ? num(values.queue, 'queue', 1, 2 ** 32, 0, true) : undefined;
   const timeoutMs = num(values.timeout, 'timeout', 1, 3600, 120) * 1000;
   const settleMs = num(values.settle, 'settle', 0, 60000, 1000, true);
-  const capture = values.capture ?? 'vsync';
+  const capture = values.capture ?? DEFAULT_CAPTURE;
   if (!isCaptureMode(capture)) throw new UsageError(`--capture must be ${CAPTURE_MODES.join(' or ')}, got '${capture}'`);
 
   let pages: PageSpec[] = [];
@@ -191,7 +192,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   const gen = sizes.length ? generatedPages(sizes) : undefined;
   if (gen) pages = [...gen.pages, ...pages];
   const oracleRate = values['oracle-rate'] === true;
-  const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, ...(capture !== 'vsync' ? { capture } : {}), transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+  const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, capture, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
   let log: LoadLog | undefined;
   try {
     if (values.log !== undefined) {
@@ -240,7 +241,7 @@ async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[],
 
 /** The report footer's word on how frames were captured (updates.ts). */
 function captureLabel(capture: unknown): string {
-  return capture === 'damage' ? 'frames captured on change (--capture damage)' : 'frames captured every vsync';
+  return capture === 'damage' ? 'frames captured on change (--capture damage)' : 'frames captured every vsync (--capture vsync)';
 }
 
 /** How our UDP senders got their rate, for every table's footer. */
@@ -266,8 +267,8 @@ async function fromLog(files: string, values: OutputValues, io: Io): Promise<num
     return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null, oracleRate: o.oracleRate !== false };
   };
   const first = link(logs[0]!.settings);
-  // logs written before --capture existed, and every vsync run since, have no capture in their settings
-  const captureOf = (st: unknown) => ((st ?? {}) as { capture?: unknown }).capture ?? 'vsync';
+  // logs written before session 43 record no capture unless it was damage
+  const captureOf = (st: unknown) => ((st ?? {}) as { capture?: unknown }).capture ?? UNRECORDED_CAPTURE;
   const capture = captureOf(logs[0]!.settings);
   for (const l of logs.slice(1)) {
     if (JSON.stringify(link(l.settings)) !== JSON.stringify(first)) io.stderr.write(`silent-time: warning: ${l.file} was measured on another link than ${logs[0]!.file}\n`);

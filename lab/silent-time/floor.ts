@@ -83,6 +83,17 @@ function key(proto: number, sport: number, dport: number, ipId: number, len: num
   return `${proto}:${sport}>${dport}#${ipId}#${len}`;
 }
 
+/**
+ * When the first packet from the server's port reached the client after `afterNs` (its departure from the
+ * emulator toward the client), or null if none did. Nothing of the page can be on screen before it: a change
+ * seen earlier is the browser's own (our app clears its page area when it navigates, which the capture may
+ * stamp a few ms after the request), not content.
+ */
+export function firstDeliveryNs(log: LinkLog, o: { serverAddress: string; clientAddress: string; serverPort: number; afterNs: bigint }): bigint | null {
+  const e = log.events.find((x) => x.dir === 's2c' && x.ev === 'depart' && x.tNs > o.afterNs && x.src === o.serverAddress && x.sport === o.serverPort && x.dst === o.clientAddress);
+  return e ? e.tNs : null;
+}
+
 export interface FloorOptions {
   serverAddress: string;
   clientAddress: string;

@@ -37,6 +37,8 @@ export interface LoadResult {
   requestSource: 'link-log' | 'transport' | 'navigation';
   /** ms from issuing the navigation to the request on the wire */
   navToRequestMs: number | null;
+  /** visible changes between the request and the first packet from the server reaching the client: not content, not counted */
+  changesBeforeReply?: number;
   pageHeight?: number;
   /** the protocol the page came over, where the transport knows it (chromium, h3: the navigation's nextHopProtocol) */
   protocol?: string;

@@ -108,7 +108,7 @@ async function contentHeight(page: Page, selector: string): Promise<number | nul
  * Starts the screencast on the (laid out) app page, with the heartbeat for `capture` 'vsync' (updates.ts); resolves
  * once frames are coming. With `areaSize`, the viewport is first resized so that the page area has exactly that size.
  */
-export async function startPageFrames(page: Page, selector = 'main', areaSize?: { width: number; height: number }, capture: CaptureMode = 'vsync'): Promise<PageFrameCapture> {
+export async function startPageFrames(page: Page, selector: string, areaSize: { width: number; height: number } | undefined, capture: CaptureMode): Promise<PageFrameCapture> {
   if (areaSize) await fitPageArea(page, areaSize, selector);
   if (capture === 'vsync') await page.evaluate(HEARTBEAT_SCRIPT);
   const area = await pageArea(page, selector);

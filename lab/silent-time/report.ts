@@ -89,7 +89,7 @@ export function formatTable(rows: readonly SummaryRow[]): string {
   if (errs.length) out.push('', 'failed loads:', ...errs);
   out.push('', 'times in ms after the request; silent = longest gap between visible updates (the first from the request);',
     'floor = longest gap between useful packet arrivals; D/(1-p) with D the mean gap between useful arrivals;',
-    '±sample = the largest sampling interval of the frame capture in the group (error bound of every time);',
+    '±sample = the longest gap between captured frames in the group (error bound of every time; with --capture damage as long as the screen was still);',
     'Δmarker = cross-check of our browser: the largest distance from a compositor update to the nearest paint marker of the renderer;',
     'silent (markers) = mean silent time from the renderer\'s paint markers alone (our browser), beside the compositor\'s.');
   return out.join('\n') + '\n';

@@ -5,11 +5,11 @@
 // come from the emulator's per-packet log for every transport alike.
 import { startLink, type GilbertElliott, type Link, type LinkOptions } from '../link';
 import { startCapture, type Capture } from './capture';
-import { networkFloor } from './floor';
+import { firstDeliveryNs, networkFloor } from './floor';
 import { startOrigin, warmOrigin, type Origin, type ServerKind } from './origin';
 import { type PageSpec } from './pages';
 import { type LoadContext, type Transport } from './transports';
-import { type CaptureMode } from './updates';
+import { DEFAULT_CAPTURE, type CaptureMode } from './updates';
 import { loadKey } from './load-log';
 import { type LoadResult } from './load-result';
 
@@ -40,7 +40,7 @@ export interface RunOptions {
   viewport?: { width: number; height: number };
   timeoutMs?: number;
   settleMs?: number;
-  /** how compositor frames are captured (updates.ts; default 'vsync', the heartbeat) */
+  /** how compositor frames are captured (updates.ts; default DEFAULT_CAPTURE, frames only on change) */
   capture?: CaptureMode;
   /** called before (done = false) and after (done = true) each load */
   onProgress?: (p: Progress) => void;
@@ -118,7 +118,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     const ctx: LoadContext = {
       link, host: link.serverAddress, port, urlPath: page.urlPath,
       viewport: o.viewport ?? { width: 1280, height: 800 },
-      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, capture: o.capture ?? 'vsync', rate: o.oracleRate === true ? o.rate : 0,
+      timeoutMs: o.timeoutMs ?? 120_000, settleMs: o.settleMs ?? 1000, capture: o.capture ?? DEFAULT_CAPTURE, rate: o.oracleRate === true ? o.rate : 0,
       ...(origin.spki !== undefined ? { spki: origin.spki } : {}),
     };
     const load = await transport.load(ctx);
@@ -147,16 +147,20 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
       return r;
     }
 
+    // Visible updates count from the first server packet's arrival on (firstDeliveryNs); the first gap still
+    // starts at the request.
+    const replyNs = firstDeliveryNs(log, { serverAddress: link.serverAddress, clientAddress: link.clientAddress, serverPort: port, afterNs: requestNs }) ?? requestNs;
     let updateTimes: number[];
     if (load.reanalyze) {
       const u = load.reanalyze(requestNs);
-      updateTimes = u.updates.map((x) => ms(x.tNs - requestNs));
+      updateTimes = u.updates.filter((x) => x.tNs > replyNs).map((x) => ms(x.tNs - requestNs));
+      if (updateTimes.length < u.updates.length) r.changesBeforeReply = u.updates.length - updateTimes.length;
       r.frames = u.frames;
       r.samplingMaxMs = u.sampling?.maxMs ?? null;
       r.samplingMedianMs = u.sampling?.medianMs ?? null;
       if (u.clockViolations > 0) r.warnings.push(`${u.clockViolations} frames stamped after their receipt (clock alignment?)`);
     } else {
-      updateTimes = load.updateNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
+      updateTimes = load.updateNs.filter((t) => t > replyNs).map((t) => ms(t - requestNs));
     }
     if (load.markerNs) {
       const markers = load.markerNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));

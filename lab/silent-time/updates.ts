@@ -18,12 +18,12 @@
 // interval, and its maximum over the load is the error bound of every time we report. (The heartbeat's
 // pixel is masked out of the comparison anyway.)
 //
-// That is the default capture, 'vsync'. It is not free: a screencast frame per vsync is a full redraw, a readback
+// That is the capture 'vsync' (--capture vsync), the method of every table before session 43. It is not free: a screencast frame per vsync is a full redraw, a readback
 // and a PNG in Chromium's GPU and browser processes, on the two cores the page, the link and the server share.
 // With it off (the renderer's own paint stamps, recorded either way), our browser's first paint came 40–100 ms
 // sooner on four real pages at the issue's link (docs/results-real-pages.md, session 42). 'damage' (--capture
 // damage) leaves the heartbeat out: the compositor makes a frame, and the screencast captures it, only when
-// something on screen changed. What it reports means the same: a change seen in frame k happened in (t[k-1], t[k]]
+// something on screen changed; it is the default since session 43. What it reports means the same: a change seen in frame k happened in (t[k-1], t[k]]
 // (the frame before did not show it), so the gaps between captured frames are still the error bound; they are as
 // long as the screen was still (for stock Chromium, the whole wait before its first paint), so the bound says less,
 // while the capture no longer takes the cores the measured browser needs: on twelve real pages our browser's
@@ -75,6 +75,10 @@ export const HEARTBEAT_MASK: Rect = { x: 0, y: 0, width: 1, height: 1 };
 /** How compositor frames are captured (see the top of this file): a frame every vsync, or only frames that show a change. */
 export type CaptureMode = 'vsync' | 'damage';
 export const CAPTURE_MODES: readonly CaptureMode[] = ['vsync', 'damage'];
+/** 'damage': the vsync capture takes the cores of the browser it measures (see the top of this file). */
+export const DEFAULT_CAPTURE: CaptureMode = 'damage';
+/** What a load log written before `capture` was recorded in its settings (up to session 42) was captured with. */
+export const UNRECORDED_CAPTURE: CaptureMode = 'vsync';
 
 export function isCaptureMode(v: string): v is CaptureMode {
   return (CAPTURE_MODES as readonly string[]).includes(v);
@@ -294,7 +298,7 @@ export interface PageSession {
 }
 
 /** A fresh context (no cache, no cookies), with the heartbeat for 'vsync', on about:blank, screencast running. */
-export async function openRecordedPage(browser: Browser, viewport: { width: number; height: number }, realtimeMinusMonotonicNs: bigint, capture: CaptureMode = 'vsync'): Promise<PageSession> {
+export async function openRecordedPage(browser: Browser, viewport: { width: number; height: number }, realtimeMinusMonotonicNs: bigint, capture: CaptureMode): Promise<PageSession> {
   const context = await browser.newContext({ viewport, deviceScaleFactor: 1, serviceWorkers: 'block' });
   if (capture === 'vsync') await context.addInitScript(HEARTBEAT_SCRIPT);
   const page = await context.newPage();

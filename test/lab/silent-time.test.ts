@@ -11,7 +11,7 @@ import { silentTime } from '../../cli/commands/silent-time';
 import { type LinkLog, type LogEvent } from '../../lab/link';
 import { type CapturedPacket } from '../../lab/silent-time/capture';
 import { chartSvg } from '../../lab/silent-time/chart';
-import { addRange, networkFloor } from '../../lab/silent-time/floor';
+import { addRange, firstDeliveryNs, networkFloor } from '../../lab/silent-time/floor';
 import { diffPixels, frameChanges, type RawImage } from '../../lab/silent-time/frames';
 import { generatePage, parseSize } from '../../lab/silent-time/pages';
 import { CSV_COLUMNS, summarize, type JsonReport } from '../../lab/silent-time/report';
@@ -187,6 +187,15 @@ describe('network floor from a synthetic emulator log', () => {
     expect(g.meanGapMs).toBeNull();
   });
 
+  test('the first packet from the server to reach the client (visible changes count from it): its flow only, delivered, after the time given', () => {
+    const o = { serverAddress: S, clientAddress: C, serverPort: 8080 };
+    expect(firstDeliveryNs(log, { ...o, afterNs: 0n })).toBe(40n * MS); // the SYN-ACK
+    expect(firstDeliveryNs(log, { ...o, afterNs: 150n * MS })).toBe(300n * MS); // not the drop at 200
+    expect(firstDeliveryNs(log, { ...o, afterNs: 450n * MS })).toBe(700n * MS); // not the other flow's packet at 500
+    expect(firstDeliveryNs(log, { ...o, afterNs: 900n * MS })).toBeNull();
+    expect(firstDeliveryNs(log, { ...o, serverPort: 9999, afterNs: 0n })).toBe(500n * MS);
+  });
+
   test('byte ranges: overlaps count only their new bytes', () => {
     const cov: Array<[number, number]> = [];
     expect(addRange(cov, 0, 100)).toBe(100);
@@ -223,16 +232,17 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
   jest.setTimeout(240_000);
   beforeAll(() => requireLab());
 
-  test('--capture damage: frames only where something changed, for stock Chromium and our page area alike; fewer frames than every vsync, the same answers', async () => {
+  test('--capture damage (the default): frames only where something changed, for stock Chromium and our page area alike; fewer frames than every vsync, the same answers', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-st-test-'));
     try {
       const out = new PassThrough();
       let stdout = '';
       out.on('data', (d: Buffer) => (stdout += d.toString()));
       const json = path.join(dir, 'r.json');
+      // damage without the option: the default
       const run = async (capture: string, file: string) =>
         silentTime(['--sizes', '10k', '--loss', '0', '--reps', '1', '--transports', 'chromium,catp', '--delay', '10', '--rate', '10000', '--seed', '7',
-          '--settle', '600', '--capture', capture, '--json', file, '--trace', path.join(dir, `trace-${capture}`), '-q'], { stdout: out, stderr: new PassThrough() });
+          '--settle', '600', ...(capture === 'damage' ? [] : ['--capture', capture]), '--json', file, '--trace', path.join(dir, `trace-${capture}`), '-q'], { stdout: out, stderr: new PassThrough() });
       expect(await run('damage', json)).toBe(0);
       expect(stdout).toMatch(/frames captured on change \(--capture damage\)/);
       const report = JSON.parse(fs.readFileSync(json, 'utf8')) as JsonReport & { settings: { capture?: string } };
@@ -241,7 +251,7 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
       const vsyncJson = path.join(dir, 'v.json');
       expect(await run('vsync', vsyncJson)).toBe(0);
       const vsync = JSON.parse(fs.readFileSync(vsyncJson, 'utf8')) as JsonReport & { settings: { capture?: string } };
-      expect(vsync.settings.capture).toBeUndefined(); // the default, as every log before the option was written
+      expect(vsync.settings.capture).toBe('vsync'); // recorded whichever it is
       for (const r of report.loads as LoadResult[]) {
         const ctx = JSON.stringify({ transport: r.transport, error: r.error, warnings: r.warnings });
         expect({ ok: r.ok, ctx }).toEqual({ ok: true, ctx });
@@ -335,6 +345,8 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
         expect(toServer.find((p) => p.t >= 0)?.t).toBe(0);
         const delivered = trace.packets.filter((p) => p.serverSide && p.dir === 's2c' && p.ev === 'depart');
         expect(delivered.length).toBeGreaterThanOrEqual(r.usefulPackets);
+        // visible updates count from the first packet that reached the client (nothing of the page is there before)
+        expect(r.updateTimesMs[0]!).toBeGreaterThan(delivered[0]!.t);
         if (r.loss === 0) expect(trace.packets.filter((p) => p.ev === 'drop' && p.reason === 'loss')).toHaveLength(0);
         // our browser's own account on the same clock: its frames after the request, and for CATP each `dom` event's
         // stages in order (sent by the host, received by the renderer, applied, painted)
