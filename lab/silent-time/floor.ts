@@ -86,7 +86,7 @@ function key(proto: number, sport: number, dport: number, ipId: number, len: num
 /**
  * When the first packet from the server's port reached the client after `afterNs` (its departure from the
  * emulator toward the client), or null if none did. Nothing of the page can be on screen before it: a change
- * seen earlier is the browser's own (our app clears its page area when it navigates, which the capture may
+ * seen earlier is the browser's own (our app empties its page frame when a load starts, which the capture may
  * stamp a few ms after the request), not content.
  */
 export function firstDeliveryNs(log: LinkLog, o: { serverAddress: string; clientAddress: string; serverPort: number; afterNs: bigint }): bigint | null {
