@@ -150,18 +150,20 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     // Visible updates count from the first server packet's arrival on (firstDeliveryNs); the first gap still
     // starts at the request.
     const replyNs = firstDeliveryNs(log, { serverAddress: link.serverAddress, clientAddress: link.clientAddress, serverPort: port, afterNs: requestNs }) ?? requestNs;
-    let updateTimes: number[];
+    let changedNs: bigint[];
     if (load.reanalyze) {
       const u = load.reanalyze(requestNs);
-      updateTimes = u.updates.filter((x) => x.tNs > replyNs).map((x) => ms(x.tNs - requestNs));
-      if (updateTimes.length < u.updates.length) r.changesBeforeReply = u.updates.length - updateTimes.length;
+      changedNs = u.updates.map((x) => x.tNs);
       r.frames = u.frames;
       r.samplingMaxMs = u.sampling?.maxMs ?? null;
       r.samplingMedianMs = u.sampling?.medianMs ?? null;
       if (u.clockViolations > 0) r.warnings.push(`${u.clockViolations} frames stamped after their receipt (clock alignment?)`);
     } else {
-      updateTimes = load.updateNs.filter((t) => t > replyNs).map((t) => ms(t - requestNs));
+      changedNs = load.updateNs.filter((t) => t > requestNs);
     }
+    const shownNs = changedNs.filter((t) => t > replyNs);
+    if (shownNs.length < changedNs.length) r.changesBeforeReply = changedNs.length - shownNs.length;
+    const updateTimes = shownNs.map((t) => ms(t - requestNs));
     if (load.markerNs) {
       const markers = load.markerNs.filter((t) => t > requestNs).map((t) => ms(t - requestNs));
       r.markerTimesMs = markers.map((t) => Math.round(t * 100) / 100);

@@ -18,16 +18,17 @@
 // interval, and its maximum over the load is the error bound of every time we report. (The heartbeat's
 // pixel is masked out of the comparison anyway.)
 //
-// That is the capture 'vsync' (--capture vsync), the method of every table before session 43. It is not free: a screencast frame per vsync is a full redraw, a readback
-// and a PNG in Chromium's GPU and browser processes, on the two cores the page, the link and the server share.
-// With it off (the renderer's own paint stamps, recorded either way), our browser's first paint came 40–100 ms
-// sooner on four real pages at the link (docs/results-real-pages.md, session 42). 'damage' (--capture
-// damage) leaves the heartbeat out: the compositor makes a frame, and the screencast captures it, only when
-// something on screen changed; it is the default since session 43. What it reports means the same: a change seen in frame k happened in (t[k-1], t[k]]
-// (the frame before did not show it), so the gaps between captured frames are still the error bound; they are as
-// long as the screen was still (for stock Chromium, the whole wait before its first paint), so the bound says less,
-// while the capture no longer takes the cores the measured browser needs: on twelve real pages our browser's
-// silent times came out 13–33% lower with it, stock Chromium's the same (session 42).
+// That is the capture 'vsync' (--capture vsync), the method of every table before session 43. It is not free: a
+// screencast frame per vsync is a full redraw, a readback and a PNG in Chromium's GPU and browser processes, on the
+// two cores the page, the link and the server share. With it off (the renderer's own paint stamps, recorded either
+// way), our browser's first paint came 40–100 ms sooner on four real pages at the link
+// (docs/results-real-pages.md, session 42). 'damage' (--capture damage) leaves the heartbeat out: the compositor
+// makes a frame, and the screencast captures it, only when something on screen changed; it is the default since
+// session 43. What it reports means the same: a change seen in frame k happened in (t[k-1], t[k]] (the frame before
+// did not show it), so the gaps between captured frames are still the error bound; they are as long as the screen
+// was still (for stock Chromium, the whole wait before its first paint), so the bound says less, while the capture
+// no longer takes the cores the measured browser needs: on twelve real pages our browser's silent times came out
+// 13–33% lower with it, stock Chromium's the same (session 42).
 //
 // Clock: each frame's metadata.timestamp is the compositor frame's reference time (vsync-aligned) in
 // seconds since the epoch (CLOCK_REALTIME); it maps onto CLOCK_MONOTONIC — the emulator's clock — with the
