@@ -36,7 +36,9 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
   const W = Math.max(cols * panelW, m.l + legendWidth + m.r);
   const H = gridRows * panelH + 28;
   const xMax = Math.max(...losses, 0.01);
-  const yMax = niceMax(Math.max(...rows.flatMap((r) => [r.silentMean, r.floorMean]).filter(Number.isFinite), 1));
+  // Each panel its own scale: with one scale for all, a page whose TCP mean reached 8.6 s (one 26 s load) drew
+  // every other page's lines at the floor of its panel.
+  const panelMax = (page: string) => niceMax(Math.max(...rows.filter((r) => r.page === page).flatMap((r) => [r.silentMean, r.floorMean]).filter(Number.isFinite), 1));
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="#fff"/>`,
@@ -45,6 +47,7 @@ export function chartSvg(rows: readonly SummaryRow[], title = 'Silent time vs lo
   pages.forEach((page, pi) => {
     const ox = (pi % cols) * panelW + m.l;
     const oy = Math.floor(pi / cols) * panelH + m.t;
+    const yMax = panelMax(page);
     const x = (l: number) => ox + (l / xMax) * pw;
     const y = (v: number) => oy + ph - (v / yMax) * ph;
     parts.push(`<text x="${ox + pw / 2}" y="${oy - 10}" text-anchor="middle" font-weight="bold">${esc(page)}</text>`);

@@ -412,4 +412,14 @@ describe('report', () => {
     expect(rows[1]).toMatchObject({ loads: 0, failed: 1, errors: ['boom'] });
     expect(chartSvg(rows)).toContain('<svg');
   });
+
+  test('the chart scales each page on its own (one slow page does not flatten the others)', () => {
+    const base = { pageBytes: 1, ok: true, rep: 0, seed: 1, silentGap: null, loadEventMs: null, updates: 1, updateTimesMs: [], frames: 1, samplingMedianMs: 16, floorGap: null, meanGapMs: 100, usefulPackets: 1, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 }, requestSource: 'link-log' as const, navToRequestMs: 1, warnings: [], transport: 'catp', loss: 0, firstPaintMs: 50, completionMs: 900, expectedMs: 100, samplingMaxMs: 17 };
+    const load = (page: string, silentMs: number): LoadResult => ({ ...base, page, silentMs, floorMs: silentMs / 2 });
+    const svg = chartSvg(summarize([load('fast', 180), load('slow', 8600)]));
+    // the top tick of each panel: 200 for the fast page, 10000 for the slow one
+    const ticks = [...svg.matchAll(/text-anchor="end">(\d+)</g)].map((m) => Number(m[1]));
+    expect(ticks.slice(0, 6)).toEqual([0, 40, 80, 120, 160, 200]);
+    expect(ticks.slice(6, 12)).toEqual([0, 2000, 4000, 6000, 8000, 10000]);
+  });
 });
