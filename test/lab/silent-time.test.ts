@@ -400,8 +400,10 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
 });
 
 describe('report', () => {
+  // a synthetic load's fields that no test here looks at
+  const base = { page: 'p', pageBytes: 1, ok: true, rep: 0, seed: 1, silentGap: null, loadEventMs: null, updates: 1, updateTimesMs: [], frames: 1, samplingMedianMs: 16, floorGap: null, meanGapMs: 100, usefulPackets: 1, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 }, requestSource: 'link-log' as const, navToRequestMs: 1, warnings: [] };
+
   test('summary and chart from synthetic loads', () => {
-    const base = { page: 'p', pageBytes: 1, ok: true, rep: 0, seed: 1, silentGap: null, loadEventMs: null, updates: 1, updateTimesMs: [], frames: 1, samplingMedianMs: 16, floorGap: null, meanGapMs: 100, usefulPackets: 1, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 }, requestSource: 'link-log' as const, navToRequestMs: 1, warnings: [] };
     const loads: LoadResult[] = [
       { ...base, transport: 'tcp', loss: 0, silentMs: 100, firstPaintMs: 50, completionMs: 900, floorMs: 90, expectedMs: 100, samplingMaxMs: 17 },
       { ...base, transport: 'tcp', loss: 0, silentMs: 300, firstPaintMs: 70, completionMs: 1100, floorMs: 110, expectedMs: 100, samplingMaxMs: 33 },
@@ -414,8 +416,7 @@ describe('report', () => {
   });
 
   test('the chart scales each page on its own (one slow page does not flatten the others)', () => {
-    const base = { pageBytes: 1, ok: true, rep: 0, seed: 1, silentGap: null, loadEventMs: null, updates: 1, updateTimesMs: [], frames: 1, samplingMedianMs: 16, floorGap: null, meanGapMs: 100, usefulPackets: 1, duplicatePackets: 0, unmatchedPackets: 0, droppedToClient: { loss: 0, queue: 0, other: 0 }, requestSource: 'link-log' as const, navToRequestMs: 1, warnings: [], transport: 'catp', loss: 0, firstPaintMs: 50, completionMs: 900, expectedMs: 100, samplingMaxMs: 17 };
-    const load = (page: string, silentMs: number): LoadResult => ({ ...base, page, silentMs, floorMs: silentMs / 2 });
+    const load = (page: string, silentMs: number): LoadResult => ({ ...base, transport: 'catp', loss: 0, firstPaintMs: 50, completionMs: 900, expectedMs: 100, samplingMaxMs: 17, page, silentMs, floorMs: silentMs / 2 });
     const svg = chartSvg(summarize([load('fast', 180), load('slow', 8600)]));
     // the top tick of each panel: 200 for the fast page, 10000 for the slow one
     const ticks = [...svg.matchAll(/text-anchor="end">(\d+)</g)].map((m) => Number(m[1]));
