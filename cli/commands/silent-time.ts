@@ -58,7 +58,8 @@ output:
   --csv FILE           the summary table
   --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
   --trace DIR          one JSON file per load measured: every packet the emulator saw (arrive, depart, drop,
-                       both directions, ms from the request) beside the load's visible updates; for our
+                       both directions, ms from the request) beside the load's visible updates (each with
+                       the pixels it changed and their bounding box: where on screen it happened); for our
                        browser also its own account: frames as the host received them, and each DOM update's
                        host → renderer → applied → painted times
   -q, --quiet          no progress on stderr

@@ -15,7 +15,8 @@ import { type LoadResult } from './load-result';
 
 export type { LoadResult } from './load-result';
 import { longestGap } from './stats';
-import { traceBrowser, tracePackets, writeLoadTrace } from './trace';
+import { traceBrowser, tracePackets, traceUpdates, writeLoadTrace } from './trace';
+import { type FrameChange } from './frames';
 
 export interface RunOptions {
   pages: PageSpec[];
@@ -151,8 +152,10 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     // starts at the request.
     const replyNs = firstDeliveryNs(log, { serverAddress: link.serverAddress, clientAddress: link.clientAddress, serverPort: port, afterNs: requestNs }) ?? requestNs;
     let changedNs: bigint[];
+    let changes: FrameChange[] = [];
     if (load.reanalyze) {
       const u = load.reanalyze(requestNs);
+      changes = u.updates;
       changedNs = u.updates.map((x) => x.tNs);
       r.frames = u.frames;
       r.samplingMaxMs = u.sampling?.maxMs ?? null;
@@ -202,7 +205,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     if (o.traceDir !== undefined) {
       const endNs = requestNs + BigInt(Math.round((endMs + 500) * 1e6));
       const packets = tracePackets(log, requestNs, endNs, { address: link.serverAddress, port });
-      writeLoadTrace(o.traceDir, { load: r, packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
+      writeLoadTrace(o.traceDir, { load: r, updates: traceUpdates(shownNs, changes, requestNs), packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
     }
     return r;
   } catch (err) {

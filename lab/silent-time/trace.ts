@@ -1,11 +1,13 @@
 // A load's timeline for a person asking "why did this load paint when it did": every packet the emulator saw
-// (arrive, depart, drop; both directions), in ms from the request, beside the load's visible updates. One
+// (arrive, depart, drop; both directions), in ms from the request, beside the load's visible updates (each with
+// where on screen it changed pixels, so "what was that late update?" has an answer). One
 // JSON file per load (`catp silent-time --trace DIR`). For our browser, also its own account: when each frame
 // reached the host and when each `dom` event was sent, received, applied and painted.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { LinkLog } from '../link';
+import type { FrameChange, Rect } from './frames';
 import type { LoadResult } from './load-result';
 import type { BrowserTimeline } from './transports';
 
@@ -30,10 +32,31 @@ export interface TraceBrowser {
   dom: Array<{ sent: number | null; received: number | null; applied: number | null; painted: number | null }>;
 }
 
+/** A visible update the load counted: when, and where on screen (the page area's pixels; null where not known). */
+export interface TraceUpdate {
+  /** ms from the request */
+  t: number;
+  /** pixels that differ from the frame before */
+  changed: number | null;
+  /** their bounding box, in the page area's CSS pixels (0,0 its top left) */
+  box: Rect | null;
+}
+
 export interface LoadTrace {
   load: LoadResult;
+  /** the load's visible updates (load.updateTimesMs), each with what it changed */
+  updates: TraceUpdate[];
   packets: TracePacket[];
   browser?: TraceBrowser;
+}
+
+/** The updates a load counted (`shownNs`, CLOCK_MONOTONIC ns), with the frame changes that made them where known. */
+export function traceUpdates(shownNs: readonly bigint[], changes: readonly FrameChange[], requestNs: bigint): TraceUpdate[] {
+  const byNs = new Map(changes.map((c) => [c.tNs, c]));
+  return shownNs.map((t) => {
+    const c = byNs.get(t);
+    return { t: Math.round(Number(t - requestNs) / 1e3) / 1e3, changed: c?.changed ?? null, box: c?.box ?? null };
+  });
 }
 
 /** A browser timeline in ms from the request, rounded to µs. */

@@ -340,6 +340,16 @@ describe('end to end: catp silent-time through the link with stock Chromium and 
       for (const r of report.loads as LoadResult[]) {
         const trace = JSON.parse(fs.readFileSync(path.join(dir, 'trace', traceFileName(r)), 'utf8')) as LoadTrace;
         expect(trace.load.updateTimesMs).toEqual(r.updateTimesMs);
+        // each update with where it changed the screen: pixels that differ, inside the 1280 × 800 viewport
+        expect(trace.updates).toHaveLength(r.updateTimesMs.length);
+        trace.updates.forEach((u, i) => {
+          expect(u.t).toBeCloseTo(r.updateTimesMs[i]!, 1);
+          expect(u.changed!).toBeGreaterThan(0);
+          const b = u.box!;
+          expect(Math.min(b.x, b.y, b.width - 1, b.height - 1)).toBeGreaterThanOrEqual(0);
+          expect([b.x + b.width, b.y + b.height]).toEqual([Math.min(b.x + b.width, 1280), Math.min(b.y + b.height, 800)]);
+          expect(u.changed!).toBeLessThanOrEqual(b.width * b.height);
+        });
         const toServer = trace.packets.filter((p) => p.serverSide && p.dir === 'c2s' && p.ev === 'arrive');
         // the request is the first packet toward the server at or after t = 0 (how requestSource 'link-log' finds it)
         expect(toServer.find((p) => p.t >= 0)?.t).toBe(0);
