@@ -319,14 +319,28 @@ function flatten(root: P5Parent, fragment: boolean, maxDepth: number, allAttrsTo
 const RENDERING_META = new Set(['viewport', 'color-scheme', 'supported-color-schemes', 'theme-color']);
 
 /** HTML attributes nothing paints: tooltips (`title`: a value appears on hover only, and the attribute itself is
- * present from the first piece, so `[title]` selectors and `abbr[title]` still match), microdata's vocabulary URLs. */
+ * present from the first piece, so `[title]` selectors and `abbr[title]` still match), microdata's vocabulary URLs.
+ * Except `title` where a broken image shows it (`imageShowsTitle`). */
 const UNPAINTED_ATTRS = new Set(['title', 'itemtype', 'itemid', 'longdesc']);
+
+/**
+ * An `<img>` or `<input type=image>` without `alt` whose image does not load (a 404, a host that cannot be reached, a blocked
+ * origin) shows its `title` as its text in Chromium; with `alt` present, even empty, the alt wins. So that `title`
+ * is painted, and goes with the element's other visible values (session 45: medium-2's author avatars, blocked in the
+ * lab, printed "Courtney Kirchoff" only when the deferred blocks came, the load's last update a third of a second
+ * after the rest).
+ */
+function imageShowsTitle(e: P5Element, attr: string, get: (name: string) => string | undefined): boolean {
+  const image = e.tagName === 'img' || (e.tagName === 'input' && get('type')?.trim().toLowerCase() === 'image');
+  return attr === 'title' && image && get('alt') === undefined;
+}
 
 /**
  * An attribute value that never changes what is painted: `<meta>` content for crawlers and apps (Open Graph,
  * Twitter cards, descriptions; not `http-equiv`, not the names above), the URL of a `<link>` that is no
  * stylesheet (icons, canonical, alternates, preconnects), inline event handlers (our sandbox runs no scripts), and
- * UNPAINTED_ATTRS (not on `<link>` or `<style>`, where `title` names a style sheet set). Real pages carry kilobytes
+ * UNPAINTED_ATTRS (not on `<link>` or `<style>`, where `title` names a style sheet set, nor where a broken image
+ * shows it). Real pages carry kilobytes
  * of them in the first index pieces; as deferred slots they ride after everything on screen, and the attribute is
  * there (empty) until its block comes.
  */
@@ -342,7 +356,7 @@ function isMetadataValue(e: P5Element, attr: string): boolean {
     if (attr !== 'href' && attr !== 'imagesrcset') return false;
     return !(get('rel') ?? '').toLowerCase().split(/[\t\n\f\r ]+/).includes('stylesheet');
   }
-  return e.tagName !== 'style' && UNPAINTED_ATTRS.has(attr);
+  return e.tagName !== 'style' && UNPAINTED_ATTRS.has(attr) && !imageShowsTitle(e, attr, get);
 }
 
 /** A node's index record does not fit a frame even alone: encode again with all its attribute values in slots. */

@@ -490,7 +490,14 @@ describe('send order: the top of the page first', () => {
       '<link rel="stylesheet" title="The default style sheet set" href="https://static.example.com/css/site-main-v2.css">',
       '<style>h1 { color: #333 }</style>',
     ].join('');
-    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1 title="A tooltip that shows on hover, never before">Heading</h1><button onclick="openTheMenu(event, 'main')">Menu</button><p>${'Text. '.repeat(40)}</p></body></html>`;
+    // a broken image without alt shows its title (Chromium): painted; with alt, or on another input, a tooltip
+    const images = [
+      '<img src="https://images.example.com/avatars/64/courtney.jpeg" title="Courtney Kirchoff, the author">',
+      '<input type="IMAGE" src="https://images.example.com/buttons/send.png" title="Send this to a friend, now">',
+      '<img src="https://images.example.com/avatars/64/someone.jpeg" alt="" title="Someone else, with an alt">',
+      '<input type="text" name="q" title="Search the whole site for it">',
+    ].join('');
+    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1 title="A tooltip that shows on hover, never before">Heading</h1><button onclick="openTheMenu(event, 'main')">Menu</button><p>${'Text. '.repeat(40)}</p>${images}</body></html>`;
     const page = encodePage(html, { sha256, codec });
     const attrsOf = (name: string): IndexAttr[] =>
       page.pieces.flatMap((p) => p.nodes).filter((n) => n.kind === 'element' && n.tagName === name).flatMap((n) => (n.kind === 'element' ? n.attrs : []));
@@ -507,6 +514,10 @@ describe('send order: the top of the page first', () => {
       const a = attrsOf(tag).find((x) => x.name === name);
       expect([a?.value, a?.slot?.stream]).toEqual(['', STREAM.DEFERRED]);
     }
+    const titles = (tag: string) => attrsOf(tag).filter((x) => x.name === 'title').map((a) => a.slot?.stream ?? 'inline');
+    // (painted: inline in the element's index piece, as any short value; only the other two wait for the deferred blocks)
+    expect(titles('img')).toEqual(['inline', STREAM.DEFERRED]);
+    expect(titles('input')).toEqual(['inline', STREAM.DEFERRED]);
     // for crawlers, previews and the tab (og:title, og:description, og:image, twitter:card, the icon): deferred slots,
     // empty in the index
     const deferred = [...metas, ...attrsOf('link')].filter((a) => a.slot !== undefined);
