@@ -324,11 +324,11 @@ const RENDERING_META = new Set(['viewport', 'color-scheme', 'supported-color-sch
 const UNPAINTED_ATTRS = new Set(['title', 'itemtype', 'itemid', 'longdesc']);
 
 /**
- * An `<img>` or `<input type=image>` without `alt` whose image does not load (a 404, a host that cannot be reached, a blocked
- * origin) shows its `title` as its text in Chromium; with `alt` present, even empty, the alt wins. So that `title`
- * is painted, and goes with the element's other visible values (session 45: medium-2's author avatars, blocked in the
- * lab, printed "Courtney Kirchoff" only when the deferred blocks came, the load's last update a third of a second
- * after the rest).
+ * An `<img>` or `<input type=image>` without `alt` whose image does not load (a 404, a host that cannot be reached,
+ * a blocked origin) shows its `title` as its text in Chromium; with `alt` present, even empty, the alt wins. So that
+ * `title` is painted, and goes with the element's other visible values (session 45: medium-2's author avatars,
+ * blocked in the lab, printed "Courtney Kirchoff" only when the deferred blocks came, the load's last update a third
+ * of a second after the rest).
  */
 function imageShowsTitle(e: P5Element, attr: string, get: (name: string) => string | undefined): boolean {
   const image = e.tagName === 'img' || (e.tagName === 'input' && get('type')?.trim().toLowerCase() === 'image');
@@ -340,9 +340,8 @@ function imageShowsTitle(e: P5Element, attr: string, get: (name: string) => stri
  * Twitter cards, descriptions; not `http-equiv`, not the names above), the URL of a `<link>` that is no
  * stylesheet (icons, canonical, alternates, preconnects), inline event handlers (our sandbox runs no scripts), and
  * UNPAINTED_ATTRS (not on `<link>` or `<style>`, where `title` names a style sheet set, nor where a broken image
- * shows it). Real pages carry kilobytes
- * of them in the first index pieces; as deferred slots they ride after everything on screen, and the attribute is
- * there (empty) until its block comes.
+ * shows it). Real pages carry kilobytes of them in the first index pieces; as deferred slots they ride after
+ * everything on screen, and the attribute is there (empty) until its block comes.
  */
 function isMetadataValue(e: P5Element, attr: string): boolean {
   if (/^on[a-z]+$/i.test(attr)) return true;
