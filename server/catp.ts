@@ -126,8 +126,10 @@ export interface CatpCounters extends EncoderCounters {
   catpOverMemory: number;
   /** Frames the senders released (first sends and resends; those lost to send errors included). */
   catpFramesSent: number;
-  /** Of those, resends. */
+  /** Of those, resends (copies included). */
   catpFramesResent: number;
+  /** Of the resends, copies of a tail's resends (RepairSender `repeatTailRepairs`). */
+  catpFramesCopied: number;
   /** Of catpFramesSent: index frames and data (or raw) frames, and their bytes (CATP header included). */
   catpIndexFramesSent: number;
   catpIndexBytesSent: number;
@@ -180,6 +182,7 @@ export function newCatpCounters(): CatpCounters {
     catpOverMemory: 0,
     catpFramesSent: 0,
     catpFramesResent: 0,
+    catpFramesCopied: 0,
     catpIndexFramesSent: 0,
     catpIndexBytesSent: 0,
     catpDataFramesSent: 0,
@@ -818,8 +821,10 @@ export class CatpSessions {
     }
     sender.handleTimer(now);
     const resentBefore = sender.stats.resent;
+    const copiedBefore = sender.stats.copies;
     for (let d = sender.nextDatagram(now); d !== null; d = sender.nextDatagram(now)) this.send(d, s);
     this.c.catpFramesResent += sender.stats.resent - resentBefore;
+    this.c.catpFramesCopied += sender.stats.copies - copiedBefore;
     let at = sender.nextTimerAt();
     if (s.unprovenUntil !== null && !sender.finished) at = Math.min(at ?? Infinity, s.unprovenUntil);
     if (sender.finished || at === null) {

@@ -282,11 +282,12 @@ describe('rate discovery through a simulated bottleneck (no rate given)', () => 
 describe('a tail loss: the last frame of the first pass lost, which no later frame can reveal', () => {
   /**
    * The lab's 50 KB page over one of the lab's links, a first contact, no random loss: only the first pass's last
-   * frame is lost, its first `drops` sends. When each send of it went, and when the page completed.
+   * frame is lost, its first `drops` sends. When each send of it went, and when the page completed. The sender's own
+   * timer is what most of these look at, so a tail resend goes once unless `repeatTailRepairs` (its copy).
    */
-  const tailLoss = (rate: number, delayMs: number, drops: number) => {
+  const tailLoss = (rate: number, delayMs: number, drops: number, repeatTailRepairs = false) => {
     const catp = labPage50k();
-    const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });
+    const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID, repeatTailRepairs });
     const client = new CatpAssembler({ sha256, codec, requestId: ID, otherPort: 40000 });
     const seen = new Set<number>();
     let last = -1;
@@ -315,7 +316,7 @@ describe('a tail loss: the last frame of the first pass lost, which no later fra
     const res = runBottleneck(sender, client, { rate, delayMs, timerLateMs: 1, firstFlight: FIRST_CONTACT });
     expect(res.completeAt).not.toBeNull();
     expect(sends.length).toBe(drops + 1);
-    return { sends, reports, resent: sender.stats.resent, frameMs: catp.frames[last].length / sender.stats.control!.btlBw };
+    return { sends, reports, resent: sender.stats.resent, frameMs: catp.frames[last].length / sender.stats.control!.btlBw, completeAt: res.completeAt! };
   };
 
   test('10 kB/s, 10 ms: resent about a frame time after it was due (not two), once', () => {
@@ -343,6 +344,18 @@ describe('a tail loss: the last frame of the first pass lost, which no later fra
     expect(sends[2] - before.timer!).toBeLessThan(2.5);
     // (a report may come in the same instant and wake the sender a little before Node's timer would: the resend was
     // due either way, by the timer the report before it left)
+  });
+
+  test.each([
+    [10, 10],
+    [50, 40],
+  ])('%i kB/s, %i ms: with its copy (the default), a tail resend lost again costs no second wait: the page completes a round trip or more sooner', (rate, delayMs) => {
+    const once = tailLoss(rate, delayMs, 2);
+    const twice = tailLoss(rate, delayMs, 2, true);
+    // the copy went right behind the resend (nothing else was left to send): one frame time later, not a timer later
+    expect(twice.sends[2] - twice.sends[1]).toBeLessThanOrEqual(twice.frameMs + 2);
+    expect(twice.resent).toBe(2);
+    expect(twice.completeAt).toBeLessThan(once.completeAt - 2 * delayMs);
   });
 });
 

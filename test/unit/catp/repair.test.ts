@@ -122,6 +122,44 @@ describe('repair over a lossy pipe', () => {
     expect(sender.stats.resent).toBe(1);
   });
 
+  test('in a tail (every frame sent once) a resend goes twice, the copy after one other send or at once; before it, once', () => {
+    const n = page.frames.length;
+    expect(page.indexFrames).toBeGreaterThan(1);
+    const run = (repeatTailRepairs: boolean | undefined, sendUntilMs: number, missing: Array<[number, number]>) => {
+      // 'fixed' pacing at a frame a ms: no window, so the first pass goes out on the clock alone
+      const sender = new RepairSender(page.frames, page.indexFrames, { requestId: ID, pacing: 'fixed', rateFramesPerSec: 1000, ...(repeatTailRepairs === undefined ? {} : { repeatTailRepairs }) });
+      const order: number[] = [];
+      let t = 0;
+      for (; t <= sendUntilMs; t += 1) for (let d = sender.nextDatagram(t); d; d = sender.nextDatagram(t)) order.push(seqOf(d));
+      const last = order[order.length - 1];
+      // every frame sent up to `last` arrived but those listed; the echo (the last one) makes them lost (packet threshold)
+      const report = encodeReport({
+        id: ID, otherPort: 40000, complete: false, truncated: false, pageId: page.frames[0].subarray(12, 20), reportNo: 1,
+        total: n, received: order.length - missing.reduce((a, [s, e]) => a + e - s, 0), echoSeq: last, echoDelayMs: 0, missing,
+      });
+      expect(sender.receiveReport(report, t).accepted).toBe(true);
+      const after: number[] = [];
+      for (let u = t; u <= t + 40; u += 1) for (let d = sender.nextDatagram(u); d; d = sender.nextDatagram(u)) after.push(seqOf(d));
+      return { sender, order, after };
+    };
+    // the whole page gone once: index frame 1 lost alone, its resend and the copy back to back (nothing else waits)
+    const one = run(undefined, n + 5, [[1, 2]]);
+    expect(one.order).toHaveLength(n);
+    expect(one.after).toEqual([1, 1]);
+    expect(one.sender.stats).toMatchObject({ resent: 2, copies: 1 });
+    // two lost: each copy one send after its resend
+    const two = run(undefined, n + 5, [[1, 2], [n - 5, n - 4]]);
+    expect(two.after).toEqual([1, n - 5, 1, n - 5]);
+    // turned off: once each
+    expect(run(false, n + 5, [[1, 2], [n - 5, n - 4]]).after).toEqual([1, n - 5]);
+    // mid-page (new frames still to send): once, the copy would take a new frame's place
+    const mid = run(undefined, 12, [[1, 2], [5, 6]]);
+    expect(mid.order.length).toBeLessThan(n - 10);
+    expect(mid.after.filter((q) => q === 1)).toEqual([1]);
+    expect(mid.after.filter((q) => q === 5)).toEqual([5]);
+    expect(mid.sender.stats.copies).toBe(0);
+  });
+
   test('lost index frames are resent before lost data frames sent after them, and reports carry ranges', () => {
     expect(page.indexFrames).toBeGreaterThan(1);
     // lose every index frame and a burst of data frames on the first pass
@@ -147,11 +185,13 @@ describe('repair over a lossy pipe', () => {
       seen.add(seqOf(f));
       return again;
     });
-    // every index frame was resent, once; and no data frame was resent while an index frame sent before it was still
-    // waiting for its resend (an index frame sent after it may be found lost later: that is when, not what, goes first)
+    // every index frame was resent, once (twice where the resend came in the tail: its copy, `repeatTailRepairs`); and
+    // no data frame was resent while an index frame sent before it was still waiting for its resend (an index frame
+    // sent after it may be found lost later: that is when, not what, goes first)
     const indexResends = resends.filter((f) => kindOf(f) === FRAME_KIND.INDEX).map(seqOf);
     expect(new Set(indexResends).size).toBe(page.indexFrames);
-    expect(indexResends.length).toBe(page.indexFrames);
+    for (const ix of new Set(indexResends)) expect(indexResends.filter((q) => q === ix).length).toBeLessThanOrEqual(2);
+    expect(indexResends.length - page.indexFrames).toBeLessThanOrEqual(res.sender.stats.copies);
     const firstSent = (seq: number): number => res.res.sent.findIndex((f) => seqOf(f) === seq);
     const resentAt = (seq: number): number => resends.findIndex((f) => seqOf(f) === seq);
     const indexSeqs = page.frames.flatMap((f, i) => (kindOf(f) === FRAME_KIND.INDEX ? [i] : []));

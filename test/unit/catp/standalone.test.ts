@@ -336,7 +336,9 @@ function reverseLossRepair(html: string): { watcher: Watcher; page: EncodedPage;
     for (let rep = w.asm.nextReport(now); rep; rep = w.asm.nextReport(now)) sender.receiveReport(rep, now);
     const resent: Uint8Array[] = [];
     for (let d = sender.nextDatagram(now); d; d = sender.nextDatagram(now)) resent.push(d);
-    if (round === 0) expect(new Set(resent.slice(0, lostSeqs.size).map(seqOf))).toEqual(lostSeqs);
+    // (each resend here is in the tail, so a copy follows it one send later: RepairSender `repeatTailRepairs`)
+    const firstData = resent.findIndex((f) => f[10] !== FRAME_KIND.INDEX);
+    if (round === 0) expect(new Set((firstData < 0 ? resent : resent.slice(0, firstData)).map(seqOf))).toEqual(lostSeqs);
     for (const f of resent) w.deliver(f, now);
   }
   w.finish(html);
