@@ -310,6 +310,17 @@ class NodeTable {
   }
 }
 
+/**
+ * `bytes` to keep: as they are when they span their whole buffer (a decoder's own output), else copied, so that a view
+ * into a larger buffer (a stored payload, a decoder's output chunk) does not keep the rest of that buffer alive.
+ */
+function own(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
+}
+
+/** The node and slot numbers an index piece covers. */
+type PieceRanges = Pick<IndexPiece, 'firstNode' | 'nodeCount' | 'firstSlot' | 'slotCount'>;
+
 /** Slots of one stream, by piece number: sorted, non-overlapping [firstPiece, firstPiece + parts). */
 interface SlotSpan {
   firstPiece: number;
@@ -367,7 +378,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   /** Accepted frames' payloads by seq (duplicate detection), and what kind each turned out to be. */
   private raw: Array<Uint8Array | null> = [];
   private seqKind = new Uint8Array(0);
-  private pieces: Array<IndexPiece | null> = [];
+  /** Each index piece's ranges (what the checks of later pieces need): not the piece, whose nodes would live on. */
+  private pieces: Array<PieceRanges | null> = [];
   private bodies: Array<Uint8Array | null> = [];
   private piecesHave = 0;
   private fragment: boolean | null = null;
@@ -499,7 +511,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     }
     this.raw[seq] = payload;
     this.seqKind[seq] = KIND_INDEX;
-    this.commit(piece, body.slice());
+    this.commit(piece, own(body));
   }
 
   /** Everything a new piece (arriving as frame `seq`) must agree with. Throws Reject; changes nothing. */
@@ -586,7 +598,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   }
 
   private commit(p: IndexPiece, body: Uint8Array): void {
-    this.pieces[p.ordinal] = p;
+    this.pieces[p.ordinal] = { firstNode: p.firstNode, nodeCount: p.nodeCount, firstSlot: p.firstSlot, slotCount: p.slotCount };
     this.bodies[p.ordinal] = body;
     this.piecesHave++;
     this.fragment = p.fragment;
@@ -694,7 +706,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       }
       this.refuse(seq, e instanceof Reject ? e.code : REJECT.BAD_BLOCK);
     }
-    this.accept(b, decoded.slice(), fills, false);
+    this.accept(b, own(decoded), fills, false);
   }
 
   /** The payloads of frames seq .. seq + n - 1, joined: a block's packed payload. */
@@ -793,7 +805,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     // Everything is here: the pieces must tile the page, every ancestor must have turned up, every slot piece must
     // be covered by exactly one block; then the whole must match the page digest.
     let next = 1;
-    for (const p of this.pieces as IndexPiece[]) {
+    for (const p of this.pieces as PieceRanges[]) {
       if (p.firstNode !== next) return this.corrupt(REJECT.BAD_INDEX, 'the index frames leave a gap');
       next += p.nodeCount;
     }

@@ -19,7 +19,11 @@ export interface FrameCodec {
    * roughly the final size or a little more); 'final' once per frame that goes on the wire (best ratio).
    */
   compress(bytes: Uint8Array, effort: 'search' | 'final'): Uint8Array;
-  /** Decompress; throw anything on corrupt input or when the output would exceed `maxBytes`. */
+  /**
+   * Decompress; throw anything on corrupt input or when the output would exceed `maxBytes`. The assembler keeps what
+   * this returns as it is when it spans its whole buffer (so never hand out a view of a buffer reused later), and
+   * copies any other view.
+   */
   decompress(bytes: Uint8Array, maxBytes: number): Uint8Array;
   /**
    * In-order mode (raw.ts): the whole page as one compressed stream, as an HTTP server's `Content-Encoding`
