@@ -205,7 +205,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     if (o.traceDir !== undefined) {
       const endNs = requestNs + BigInt(Math.round((endMs + 500) * 1e6));
       const packets = tracePackets(log, requestNs, endNs, { address: link.serverAddress, port });
-      writeLoadTrace(o.traceDir, { load: r, updates: traceUpdates(shownNs, changes, requestNs), packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
+      writeLoadTrace(o.traceDir, { load: r, updates: traceUpdates(shownNs, changes.filter((c) => c.tNs > replyNs), requestNs), packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
     }
     return r;
   } catch (err) {

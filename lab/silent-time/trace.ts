@@ -50,11 +50,14 @@ export interface LoadTrace {
   browser?: TraceBrowser;
 }
 
-/** The updates a load counted (`shownNs`, CLOCK_MONOTONIC ns), with the frame changes that made them where known. */
-export function traceUpdates(shownNs: readonly bigint[], changes: readonly FrameChange[], requestNs: bigint): TraceUpdate[] {
-  const byNs = new Map(changes.map((c) => [c.tNs, c]));
-  return shownNs.map((t) => {
-    const c = byNs.get(t);
+/**
+ * The updates a load counted (`shownNs`, CLOCK_MONOTONIC ns), each with the frame change that made it: `shown[i]` made
+ * `shownNs[i]` (empty where the changes are not known). By position, not by time: frames whose stamps came out of
+ * order share one time (`monotoneFrames`), and each is its own change.
+ */
+export function traceUpdates(shownNs: readonly bigint[], shown: readonly FrameChange[], requestNs: bigint): TraceUpdate[] {
+  return shownNs.map((t, i) => {
+    const c = shown[i];
     return { t: Math.round(Number(t - requestNs) / 1e3) / 1e3, changed: c?.changed ?? null, box: c?.box ?? null };
   });
 }

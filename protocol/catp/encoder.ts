@@ -331,8 +331,8 @@ const UNPAINTED_ATTRS = new Set(['title', 'itemtype', 'itemid', 'longdesc']);
  * of a second after the rest).
  */
 function imageShowsTitle(e: P5Element, attr: string, get: (name: string) => string | undefined): boolean {
-  const image = e.tagName === 'img' || (e.tagName === 'input' && get('type')?.trim().toLowerCase() === 'image');
-  return attr === 'title' && image && get('alt') === undefined;
+  if (attr !== 'title' || get('alt') !== undefined) return false;
+  return e.tagName === 'img' || (e.tagName === 'input' && get('type')?.trim().toLowerCase() === 'image');
 }
 
 /**

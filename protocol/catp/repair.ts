@@ -381,17 +381,16 @@ const MIN_DISCOVER_RATE = 1000;
  */
 export const GIVE_UP_FLOOR_BYTES_PER_SEC = 1000;
 
-/** A FIFO whose shift is O(1) (the consumed head is dropped in bulk). */
-class SeqQueue<T = number> {
-  private a: T[] = [];
+class SeqQueue {
+  private a: number[] = [];
   private h = 0;
-  push(v: T): void {
+  push(v: number): void {
     this.a.push(v);
   }
-  peek(): T | undefined {
+  peek(): number | undefined {
     return this.h < this.a.length ? this.a[this.h] : undefined;
   }
-  shift(): T | undefined {
+  shift(): number | undefined {
     if (this.h >= this.a.length) return undefined;
     const v = this.a[this.h++];
     if (this.h > 1024 && this.h * 2 > this.a.length) {
@@ -510,13 +509,13 @@ export class RepairSender {
   private parked: number | undefined = undefined;
   private readonly repeatTailRepairs: boolean;
   /**
-   * Resends to send again, oldest first, each once a send after it went out (`afterOrd`) or at once when nothing else
-   * waits. Only in a tail (every frame sent once): no new frame is there to show a loss sooner, a resend lost again
+   * Resends to send again, oldest first, each once a send after it went out (after its `sendOrd`) or at once when
+   * nothing else waits. Only in a tail (every frame sent once): no new frame is there to show a loss sooner, a resend lost again
    * costs a round trip or more of a still screen (a lost index frame holds back every block of its piece), and the
    * copy takes the place of no frame the page still needs (bench:sim at 20% loss and 50,000 B/s: longest gap 0.88–0.89 ×
    * for 9% more sends; protocol/README.md).
    */
-  private readonly copies = new SeqQueue<{ seq: number; afterOrd: number }>();
+  private readonly copies = new SeqQueue();
   /** Block reuse (null unless asked for). */
   readonly reuse: ReuseGate | null;
   done = false;
@@ -730,7 +729,7 @@ export class RepairSender {
     }
     this.queued[seq] = 0;
     // a copy is not a try of its own: `maxSends` bounds the resends, and each has at most one copy
-    const copy = this.copies.peek()?.seq === seq;
+    const copy = this.copies.peek() === seq;
     if (!copy && this.sendCount[seq] >= this.maxSends) {
       this.fail(`frame ${seq} sent ${this.maxSends} times`);
       return null;
@@ -744,7 +743,7 @@ export class RepairSender {
       this.copies.shift();
       this.stats.copies++;
     } else {
-      if (this.repeatTailRepairs && this.sendCount[seq] > 0 && !this.newLeft()) this.copies.push({ seq, afterOrd: this.sends });
+      if (this.repeatTailRepairs && this.sendCount[seq] > 0 && !this.newLeft()) this.copies.push(seq);
       this.sendCount[seq]++;
     }
     this.stats.sent++;
@@ -796,8 +795,8 @@ export class RepairSender {
     }
     for (let c = this.copies.peek(); c !== undefined; c = this.copies.peek()) {
       // reported lost again meanwhile: its place in the resend queues sends it
-      if (this.queued[c.seq] === 1) this.copies.shift();
-      else if (this.sends > c.afterOrd + 1 || !this.hasOtherWork()) return c.seq;
+      if (this.queued[c] === 1) this.copies.shift();
+      else if (this.sends > this.sendOrd[c] + 1 || !this.hasOtherWork()) return c;
       else break;
     }
     let seq: number | undefined = this.idxQ.shift();
