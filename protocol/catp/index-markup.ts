@@ -165,6 +165,10 @@ export interface OpenNode {
 }
 
 const bad = (why: string): Reject => new Reject(REJECT.BAD_INDEX, why);
+const SPACE = 0x20;
+const QUOTE = 0x22;
+const EQUALS = 0x3d;
+const GT = 0x3e;
 
 function unescapeText(s: string): string {
   if (s.indexOf('&') < 0) return s;
@@ -207,19 +211,32 @@ export function decodeNodeSection(
   const len = s.length;
   let i = 0;
   let k = 0;
-  /** The index of the first of `stops` at or after `from` (throws when none: a token cut short). */
-  const until = (from: number, stops: string): number => {
-    if (stops.length === 1) {
-      const j = s.indexOf(stops, from);
-      if (j >= 0) return j;
-    } else for (let j = from; j < len; j++) if (stops.indexOf(s[j]) >= 0) return j;
+  /** The index of `stop` at or after `from` (throws when none: a token cut short). */
+  const until = (from: number, stop: string): number => {
+    const j = s.indexOf(stop, from);
+    if (j < 0) throw bad('token cut short');
+    return j;
+  };
+  /** The index of the first of two (or three) character codes at or after `from`: names and values end at a
+   * handful of characters, so a scan of char codes (no one-character strings made per step). */
+  const untilCode = (from: number, a: number, b: number, c = a): number => {
+    for (let j = from; j < len; j++) {
+      const x = s.charCodeAt(j);
+      if (x === a || x === b || x === c) return j;
+    }
     throw bad('token cut short');
   };
-  /** Stream digit and decimal parts of a slot at i (up to `end`). */
+  /** Stream digit and decimal parts of a slot at `from` (up to `end`): `[0-2][1-9][0-9]{0,9}`. */
   const slotAt = (from: number, end: number): SlotRef => {
-    const digits = s.slice(from, end);
-    if (!/^[0-2][1-9][0-9]{0,9}$/.test(digits)) throw bad('slot');
-    return slotRef(Number(digits[0]) as Stream, Number(digits.slice(1)));
+    const stream = s.charCodeAt(from) - 0x30;
+    if (!(stream >= 0 && stream <= 2) || end - from < 2 || end - from > 11) throw bad('slot');
+    let parts = 0;
+    for (let j = from + 1; j < end; j++) {
+      const d = s.charCodeAt(j) - 0x30;
+      if (!(d >= 0 && d <= 9) || (d === 0 && j === from + 1)) throw bad('slot');
+      parts = parts * 10 + d;
+    }
+    return slotRef(stream as Stream, parts);
   };
   const add = (node: IndexNode): void => {
     if (k >= nodeCount) throw bad('more nodes than counted');
@@ -265,10 +282,10 @@ export function decodeNodeSection(
       i = j + 1;
     } else if (c === '%') {
       if (parent !== 0) throw new Reject(REJECT.BAD_ATTACH, 'doctype below the root');
-      const a = until(i + 2, '">');
-      const b = s[a] === '"' ? until(a + 1, '">') : -1;
-      const j = b >= 0 && s[b] === '"' ? until(b + 1, '">') : -1;
-      if (j < 0 || s[j] !== '>') throw bad('doctype');
+      const a = untilCode(i + 2, QUOTE, GT);
+      const b = s.charCodeAt(a) === QUOTE ? untilCode(a + 1, QUOTE, GT) : -1;
+      const j = b >= 0 && s.charCodeAt(b) === QUOTE ? untilCode(b + 1, QUOTE, GT) : -1;
+      if (j < 0 || s.charCodeAt(j) !== GT) throw bad('doctype');
       add({ kind: 'doctype', n, parent, name: unescapeText(s.slice(i + 2, a)), publicId: unescapeText(s.slice(a + 1, b)), systemId: unescapeText(s.slice(b + 1, j)) });
       i = j + 1;
     } else if (c === '#') {
@@ -293,10 +310,10 @@ export function decodeNodeSection(
           p = e + 1;
         } else throw bad('element namespace');
       }
-      let e = until(p, ' >');
+      let e = untilCode(p, SPACE, GT);
       const tagName = unescapeText(s.slice(p, e));
       const attrs: IndexAttr[] = [];
-      while (s[e] === ' ') {
+      while (s.charCodeAt(e) === SPACE) {
         if (attrs.length >= limits.maxAttrs) throw bad('attr count');
         let q = e + 1;
         const attr: IndexAttr = { name: '', value: '' };
@@ -316,23 +333,23 @@ export function decodeNodeSection(
             q = f + 1;
           }
         }
-        const f = until(q, '= >');
+        const f = untilCode(q, EQUALS, SPACE, GT);
         attr.name = unescapeText(s.slice(q, f));
         e = f;
-        if (s[f] === '=') {
+        if (s.charCodeAt(f) === EQUALS) {
           if (s[f + 1] === '"') {
             const g = until(f + 2, '"');
             attr.value = unescapeText(s.slice(f + 2, g));
             e = g + 1;
           } else if (s[f + 1] === '$') {
-            const g = until(f + 2, ' >');
+            const g = untilCode(f + 2, SPACE, GT);
             attr.slot = slotAt(f + 2, g);
             e = g;
           } else throw bad('attr value');
         }
         attrs.push(attr);
       }
-      if (s[e] !== '>') throw bad('element');
+      if (s.charCodeAt(e) !== GT) throw bad('element');
       add({ kind: 'element', n, parent, tagName, namespace, attrs });
       push({ n, ns: namespace, isTemplate: namespace === NS_HTML && tagName === 'template', hasContent: false });
       i = e + 1;

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { ChainEntry, decodeIndexPiece, DEFAULT_INDEX_LIMITS, encodePieceBody, IndexAttr, IndexNode, IndexPiece, NS_HTML, NS_MATHML, NS_SVG, NS_XLINK, NS_XML, NS_XMLNS, SlotRef, Stream } from '../../../protocol/catp';
-import { Reject } from '../../../protocol/catp/errors';
+import { REJECT, Reject } from '../../../protocol/catp/errors';
 import { nodeSectionMarkup } from '../../../protocol/catp/index-markup';
 import { rng } from '../../helpers/catp-util';
 
@@ -122,6 +122,27 @@ describe('the index as markup', () => {
       { kind: 'text-slot', n: 7, parent: 1, ref: ref(1) },
     ];
     expect(nodeSectionMarkup(nodes, chain)).toBe('<p class="a &quot;b&quot; &amp; c" hidden>x &lt; y<\'z></><^1svg ^6xlink:href="#i"><path d=$12></></><$12>');
+  });
+
+  test("a slot's digits: stream 0-2, then its parts from 1 with no leading zero; anything else refused", () => {
+    const one: IndexPiece = { ...randomPiece(1), chain: [], firstNode: 1, nodeCount: 1, slotCount: 1, firstPieces: [0, 0, 0], nodes: [{ kind: 'text-slot', n: 1, parent: 0, ref: { slot: 0, stream: 0, parts: 1, firstPiece: 0 } }] };
+    const read = (markup: string): string => {
+      try {
+        const node = decode(encodePieceBody(one, markup)).nodes[0];
+        return node.kind === 'text-slot' || node.kind === 'comment-slot' ? `${node.kind} ${node.ref.stream}:${node.ref.parts}` : node.kind;
+      } catch (e) {
+        if (!(e instanceof Reject)) throw e;
+        return e.code;
+      }
+    };
+    expect(read('<$01>')).toBe('text-slot 0:1');
+    expect(read('<$2907>')).toBe('text-slot 2:907');
+    expect(read('<!$1123>')).toBe('comment-slot 1:123');
+    // a stream past 2, parts 0 or with a leading zero, no parts, a sign, a space, a letter; ten digits of parts (more
+    // than the piece's bytes could carry) and eleven (not a slot at all)
+    for (const bad of ['<$31>', '<$0>', '<$00>', '<$002>', '<$1>', '<$>', '<$-1>', '<$+1>', '<$1 1>', '<$x1>', '<$1x>', '<$11234567890>', '<$112345678901>']) {
+      expect([bad, read(bad)]).toEqual([bad, REJECT.BAD_INDEX]);
+    }
   });
 
   test('mutated markup: decoded or refused by a named reason, never anything else', () => {
