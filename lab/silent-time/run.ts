@@ -164,7 +164,10 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     } else {
       changedNs = load.updateNs.filter((t) => t > requestNs);
     }
-    const shownNs = changedNs.filter((t) => t > replyNs);
+    const afterReply = (t: bigint): boolean => t > replyNs;
+    const shownNs = changedNs.filter(afterReply);
+    // the frame change that made each shown update, position for position (the trace pairs them so)
+    const shownChanges = changes.filter((c) => afterReply(c.tNs));
     if (shownNs.length < changedNs.length) r.changesBeforeReply = changedNs.length - shownNs.length;
     const updateTimes = shownNs.map((t) => ms(t - requestNs));
     if (load.markerNs) {
@@ -205,7 +208,7 @@ async function oneLoad(o: RunOptions, page: PageSpec, transport: Transport, loss
     if (o.traceDir !== undefined) {
       const endNs = requestNs + BigInt(Math.round((endMs + 500) * 1e6));
       const packets = tracePackets(log, requestNs, endNs, { address: link.serverAddress, port });
-      writeLoadTrace(o.traceDir, { load: r, updates: traceUpdates(shownNs, changes.filter((c) => c.tNs > replyNs), requestNs), packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
+      writeLoadTrace(o.traceDir, { load: r, updates: traceUpdates(shownNs, shownChanges, requestNs), packets, ...(load.timeline ? { browser: traceBrowser(load.timeline, requestNs) } : {}) });
     }
     return r;
   } catch (err) {
