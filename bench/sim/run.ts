@@ -187,10 +187,10 @@ async function main(): Promise<void> {
   console.log(`wrote ${path.relative(process.cwd(), o.out)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   if (old !== null) {
     console.log("\nnew / old (geometric mean of the pages' ratios of means; better / worse: pages beyond 2%)");
-    console.log('B/s      ms  loss  hint  pages  completion  better/worse  longest gap  better/worse  worst gaps');
+    console.log('B/s      ms  loss  hint  pages  completion  better/worse  longest gap  better/worse  first  worst gaps');
     for (const r of compare(byPage, old)) {
       console.log(`${String(r.rate).padEnd(8)} ${String(r.delayMs).padStart(2)}  ${r.loss.toFixed(2)}  ${r.hint ? 'yes ' : 'no  '}  ${String(r.pages).padStart(5)}  ${r.completion.toFixed(3).padStart(10)}  ` +
-        `${`${r.completionBetter}/${r.completionWorse}`.padStart(12)}  ${r.gap.toFixed(3).padStart(11)}  ${`${r.gapBetter}/${r.gapWorse}`.padStart(12)}  ` +
+        `${`${r.completionBetter}/${r.completionWorse}`.padStart(12)}  ${r.gap.toFixed(3).padStart(11)}  ${`${r.gapBetter}/${r.gapWorse}`.padStart(12)}  ${r.first === null ? '    -' : r.first.toFixed(3)}  ` +
         r.worstGaps.map(([page, x]) => `${page} ${x.toFixed(2)}`).join(', '));
     }
   }

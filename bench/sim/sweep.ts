@@ -95,7 +95,12 @@ export function summarize(loads: Load[], o: { links: Array<{ rate: number; delay
 }
 
 /** One page's means at one point (what the JSON keeps, and what --compare reads). */
-export interface PagePoint { page: string; rate: number; delayMs: number; loss: number; hint: boolean; loads: number; failed: number; completeMs: number; gapMs: number; sendsPerFrame: number }
+export interface PagePoint {
+  page: string; rate: number; delayMs: number; loss: number; hint: boolean; loads: number; failed: number; completeMs: number; gapMs: number;
+  /** the wait for the first useful frame (absent from runs before 2026-11-29) */
+  firstMs?: number;
+  sendsPerFrame: number;
+}
 
 /** Each page's means at each point. */
 export function perPage(loads: Load[]): PagePoint[] {
@@ -111,33 +116,40 @@ export function perPage(loads: Load[]): PagePoint[] {
     const ok = ls.filter((l) => l.complete !== null);
     return {
       page: ls[0].page, rate: ls[0].rate, delayMs: ls[0].delayMs, loss: ls[0].loss, hint: ls[0].hint, loads: ls.length, failed: ls.length - ok.length,
-      completeMs: r1(mean(ok.map((l) => l.complete as number))), gapMs: r1(mean(ok.map((l) => l.gap as number))), sendsPerFrame: Math.round(mean(ls.map((l) => l.sendsPerFrame)) * 1000) / 1000,
+      completeMs: r1(mean(ok.map((l) => l.complete as number))), gapMs: r1(mean(ok.map((l) => l.gap as number))), firstMs: r1(mean(ok.map((l) => l.first as number))), sendsPerFrame: Math.round(mean(ls.map((l) => l.sendsPerFrame)) * 1000) / 1000,
     };
   });
 }
 
 /** One point of a comparison: geometric means of the pages' new/old ratios, pages beyond 2% either way, worst gaps. */
-export interface CompareRow { rate: number; delayMs: number; loss: number; hint: boolean; pages: number; completion: number; completionBetter: number; completionWorse: number; gap: number; gapBetter: number; gapWorse: number; worstGaps: Array<[string, number]> }
+export interface CompareRow {
+  rate: number; delayMs: number; loss: number; hint: boolean; pages: number; completion: number; completionBetter: number; completionWorse: number; gap: number; gapBetter: number; gapWorse: number;
+  /** the wait for the first useful frame, new / old (null when the old run did not keep it) */
+  first: number | null;
+  worstGaps: Array<[string, number]>;
+}
 
 /** new / old per point, over the pages both runs have (throws BENCH_ERR_COMPARE when they share none). */
 export function compare(now: PagePoint[], old: PagePoint[]): CompareRow[] {
   const before = new Map(old.map((p) => [`${key(p)}|${p.page}`, p]));
-  const points = new Map<string, { p: PagePoint; c: number[]; g: number[]; worst: Array<[string, number]> }>();
+  const points = new Map<string, { p: PagePoint; c: number[]; g: number[]; f: number[]; worst: Array<[string, number]> }>();
   for (const p of now) {
     const w = before.get(`${key(p)}|${p.page}`);
     if (w === undefined || !(w.completeMs > 0) || !(w.gapMs > 0)) continue;
-    const e = points.get(key(p)) ?? { p, c: [], g: [], worst: [] };
+    const e = points.get(key(p)) ?? { p, c: [], g: [], f: [], worst: [] };
     e.c.push(p.completeMs / w.completeMs);
     e.g.push(p.gapMs / w.gapMs);
+    if ((w.firstMs ?? 0) > 0 && (p.firstMs ?? 0) > 0) e.f.push((p.firstMs as number) / (w.firstMs as number));
     e.worst.push([p.page, p.gapMs / w.gapMs]);
     points.set(key(p), e);
   }
   if (points.size === 0) throw new BenchError('BENCH_ERR_COMPARE', 'the compared run has no page and point in common with this one');
   const gm = (xs: number[]) => Math.exp(mean(xs.map(Math.log)));
-  return [...points.values()].map(({ p, c, g, worst }) => ({
+  return [...points.values()].map(({ p, c, g, f, worst }) => ({
     rate: p.rate, delayMs: p.delayMs, loss: p.loss, hint: p.hint, pages: c.length,
     completion: gm(c), completionBetter: c.filter((x) => x < 0.98).length, completionWorse: c.filter((x) => x > 1.02).length,
     gap: gm(g), gapBetter: g.filter((x) => x < 0.98).length, gapWorse: g.filter((x) => x > 1.02).length,
+    first: f.length === c.length ? gm(f) : null,
     worstGaps: worst.sort((x, y) => y[1] - x[1]).slice(0, 3),
   }));
 }

@@ -58,7 +58,7 @@ import {
 } from './index-piece';
 import { CLOSE_MARKUP, pageNodeMarkup } from './index-markup';
 import { FrameCodec, MAX_DECODED_PAYLOAD, packPayload } from './payload-codec';
-import { encodeFrame, FRAME_KIND, GrowWriter, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
+import { encodeFrame, FRAME_KIND, GrowWriter, HEADER_BYTES, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
 
 type P5Node = DefaultTreeAdapterMap['node'];
 type P5Parent = DefaultTreeAdapterMap['parentNode'];
@@ -125,7 +125,32 @@ export interface EncodeOptions {
    * 'full': as much as one frame holds, like every other piece (the encoders before `100221a`).
    */
   firstPiece?: 'first-text' | 'full';
+  /**
+   * The first flight (default FIRST_FLIGHT with a codec, none without; false: none): the index pieces that start the
+   * page, until `indexBytes` of index frames on the wire, take at most `framePayload` bytes of payload each, and go
+   * one after another before the blocks they introduce (protocol/README.md, "The first flight in small frames").
+   */
+  firstFlight?: FirstFlight | false;
 }
+
+/** The first flight's index frames (EncodeOptions.firstFlight). */
+export interface FirstFlight {
+  /** Index frames, counted on the wire (payload, frame header, IP and UDP headers), that make the first flight. */
+  indexBytes: number;
+  /** Largest payload of an index frame of the first flight (frame 0's before the page digest it carries). */
+  framePayload: number;
+}
+
+/**
+ * An unproven address's first contact brings 4,652 bytes on the wire, the token answer and about three full frames
+ * (address-validation.ts STREAM_FIRST_CONTACT_WIRE_BYTES), in quarter datagrams: a frame of the first flight leaves
+ * only once the budget holds all of it, and then crosses the link whole. Frames of a third of a datagram leave with
+ * the budget's first steps and overlap the rest of the padding's trip up; the flight's index covers the head and the
+ * top of the body on most pages.
+ */
+export const FIRST_FLIGHT: Readonly<FirstFlight> = Object.freeze({ indexBytes: 4_400, framePayload: 500 });
+/** What an index frame costs on the wire beyond its payload: the frame header and the IPv4 and UDP headers. */
+const FRAME_WIRE_OVERHEAD = HEADER_BYTES + 28;
 
 export interface EncodedPage {
   /** sha-256 of the canonical encoding. */
@@ -585,13 +610,24 @@ function encodeOnce(
     return u;
   })();
 
+  const flightOpts = opts.firstFlight ?? (codec ? FIRST_FLIGHT : false);
+  const flight = flightOpts === false ? null : flightOpts;
+  if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
+  /**
+   * Pieces sent before their blocks: those of the first flight (up to the last one cut to its frame size), but no
+   * further than the piece with the first shown text, whose blocks follow it at once as before.
+   */
+  let flightPieces = 0;
   const partition = (margin: number): Range[] => {
     const ranges: Range[] = [];
     let from = 0;
     let ratio = codec ? 4 : 1;
+    let flightBytes = 0;
+    flightPieces = 0;
     while (from < units.length) {
       const ordinal = ranges.length;
-      const budget = maxPayload - margin;
+      let small = flight !== null && flightBytes < flight.indexBytes;
+      let budget = small ? Math.min(flight!.framePayload, maxPayload) - margin : maxPayload - margin;
       const placeholderDigest = ordinal === 0 ? new Uint8Array(PAGE_DIGEST_BYTES) : null;
       const rangeCache = new Map<number, Range>();
       const range = (count: number): Range => {
@@ -622,14 +658,25 @@ function encodeOnce(
         }
         return lo;
       };
+      if (small && !fits(1)) {
+        // a node larger than a small frame: a frame of the usual size
+        small = false;
+        budget = maxPayload - margin;
+      }
       if (!fits(1)) {
         if (units[from] >= 0) throw new NodeTooLarge(units[from]);
         throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block description does not fit an index frame');
       }
-      if (firstShownCut > from && fits(firstShownCut - from)) {
-        const r = range(firstShownCut - from);
+      const take = (r: Range, count: number): void => {
+        if (flight !== null && flightBytes < flight.indexBytes) {
+          flightBytes += packedSize(body(r, ordinal, seqGuess, placeholderDigest), 'search') + FRAME_WIRE_OVERHEAD;
+          if (small && (firstShownCut === 0 || from < firstShownCut)) flightPieces = ordinal + 1;
+        }
         ranges.push(r);
-        from = firstShownCut;
+        from += count;
+      };
+      if (firstShownCut > from && fits(firstShownCut - from)) {
+        take(range(firstShownCut - from), firstShownCut - from);
         continue;
       }
       // Bracket [lo fits, hi does not] around the guess from the running compression ratio, then bisect.
@@ -654,13 +701,12 @@ function encodeOnce(
         else hi = mid;
       }
       const r = range(lo);
-      if (codec) {
+      if (codec && !small) {
         const b = body(r, ordinal, seqGuess, null);
         const packed = packedSize(b, 'search');
         if (packed > 16) ratio = Math.max(1, Math.min(40, b.length / packed));
       }
-      ranges.push(r);
-      from += lo;
+      take(r, lo);
     }
     return ranges;
   };
@@ -681,10 +727,16 @@ function encodeOnce(
     const perPiece: number[][][] = ranges.map(() => [[], [], []]);
     blocks.forEach((b, i) => perPiece[introducedBy[i]][b.stream].push(i));
     const deferred: number[] = [];
+    // The first flight's pieces go together, then their blocks (context first), as the one full piece that held the
+    // head and the top of the body did, and its blocks.
+    for (let k = 0; k < flightPieces; k++) order.push({ kind: 'index', k });
+    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (let k = 0; k < flightPieces; k++) for (const b of perPiece[k][stream]) pushBlock(b);
     ranges.forEach((_, k) => {
-      order.push({ kind: 'index', k });
-      for (const b of perPiece[k][STREAM.CONTEXT]) pushBlock(b);
-      for (const b of perPiece[k][STREAM.VISIBLE]) pushBlock(b);
+      if (k >= flightPieces) {
+        order.push({ kind: 'index', k });
+        for (const b of perPiece[k][STREAM.CONTEXT]) pushBlock(b);
+        for (const b of perPiece[k][STREAM.VISIBLE]) pushBlock(b);
+      }
       deferred.push(...perPiece[k][STREAM.DEFERRED]);
     });
     for (const b of deferred) pushBlock(b);

@@ -1,9 +1,13 @@
 // bench:sim's pure half (bench/sim/sweep.ts): a CATP load through the simulated link, and the figures a sweep keeps
 // and compares.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
 import { canShow, compare, type Load, nameSeed, perPage, simulateLoad, summarize } from '../../bench/sim/sweep';
 import { CatpAssembler, encodePage } from '../../protocol/catp';
 import { generatePage } from '../../lab/silent-time/pages';
 import { codec, sha256 } from '../helpers/catp-util';
+import { realPages } from '../helpers/catp-real-pages';
 
 const page = encodePage(generatePage(20_000), { sha256, codec });
 const LINK = { rate: 50_000, delayMs: 40 };
@@ -42,14 +46,33 @@ describe('bench/sim', () => {
     // the same run: every ratio 1; page b 10% slower in a second run: only b counted worse
     const same = compare(pages, pages);
     expect(same).toHaveLength(1);
-    expect(same[0]).toMatchObject({ pages: 2, completion: 1, gap: 1, completionBetter: 0, completionWorse: 0 });
-    const slower = pages.map((p) => (p.page === 'b' ? { ...p, completeMs: p.completeMs * 1.1, gapMs: p.gapMs * 1.1 } : p));
+    expect(same[0]).toMatchObject({ pages: 2, completion: 1, gap: 1, first: 1, completionBetter: 0, completionWorse: 0 });
+    const slower = pages.map((p) => (p.page === 'b' ? { ...p, completeMs: p.completeMs * 1.1, gapMs: p.gapMs * 1.1, firstMs: p.firstMs! * 1.21 } : p));
     const c = compare(slower, pages)[0];
     expect(c.completion).toBeCloseTo(Math.sqrt(1.1), 6);
+    expect(c.first).toBeCloseTo(1.1, 6);
+    // a run from before the first wait was kept: no ratio for it, the others as before
+    expect(compare(slower, pages.map(({ firstMs: _, ...p }) => p))[0]).toMatchObject({ first: null, completion: c.completion });
     expect([c.completionWorse, c.gapWorse, c.gapBetter]).toEqual([1, 1, 0]);
     expect(c.worstGaps[0][0]).toBe('b');
     // nothing in common: a clear error, not a table of nothing
     expect(() => compare(pages, pages.map((p) => ({ ...p, rate: 1 })))).toThrow(expect.objectContaining({ code: 'BENCH_ERR_COMPARE' }));
+  });
+
+  test('the first flight in small frames: on real pages whose head fills frames, the first useful frame comes sooner on both links (no loss)', () => {
+    const found = realPages();
+    expect(found).not.toBeNull(); // ../shared/corpus beside the project, as for every corpus test
+    for (const name of ['heise', 'lemonde-1', 'ehow-1']) {
+      const bytes = new Uint8Array(fs.readFileSync(path.join(found!.dir, `${name}.html`)));
+      const now = encodePage(bytes, { sha256, codec });
+      const before = encodePage(bytes, { sha256, codec, firstFlight: false });
+      for (const link of [{ rate: 10_000, delayMs: 10 }, LINK]) {
+        const a = simulateLoad(now.frames, now.indexFrames, link, 0, true, 1, codec);
+        const b = simulateLoad(before.frames, before.indexFrames, link, 0, true, 1, codec);
+        // by a quarter datagram's time on the link at least (365 bytes and the headers: 39 ms at 10,000 B/s)
+        expect([name, link.rate, a.first! + (393 / link.rate) * 1000 <= b.first!]).toEqual([name, link.rate, true]);
+      }
+    }
   });
 
   test('what can change the screen: body pieces, visible text, styles once there is a body; not the head, scripts or styles before it', () => {
@@ -61,7 +84,8 @@ describe('bench/sim', () => {
     const html = `<!DOCTYPE html><html><head><style>${css}</style>${metas}</head><body>` +
       Array.from({ length: 8 }, (_, i) => `<p>para ${i} ${'word '.repeat(80)}</p>`).join('') + `<style>${css.replace(/k/g, 'q')}</style>` +
       `<script>${'var a = 1;'.repeat(300)}</script></body></html>`;
-    const p = encodePage(html, { sha256, codec, maxPayload: 300, spanning: [] }); // (one frame a block: the two styles' text apart)
+    // (one frame a block: the two styles' text apart; no first flight, whose pieces go before the blocks they introduce)
+    const p = encodePage(html, { sha256, codec, maxPayload: 300, spanning: [], firstFlight: false });
     const blocks = new Map(p.pieces.flatMap((pc) => pc.blocks).map((b) => [b.block, b.stream]));
     const client = new CatpAssembler({ sha256, codec });
     const shows = canShow(client);

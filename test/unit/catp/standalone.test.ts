@@ -20,8 +20,11 @@ import {
   CatpEvent,
   encodePage,
   EncodedPage,
+  FIRST_FLIGHT,
   FRAME_KIND,
+  HEADER_BYTES,
   IndexAttr,
+  PAGE_DIGEST_BYTES,
   IndexNode,
   IndexPiece,
   parse5TreeBuilder,
@@ -421,13 +424,18 @@ describe('send order: the top of the page first', () => {
     expect(second.frames).toBeLessThan(page.frames.length / 2);
   });
 
-  test('a page whose first text lies past one frame of index: the first piece fills its frame as every other does, the second ends at that text with its block behind it', () => {
+  /** A head of `links` stylesheet links (150: ~3 KB of index after brotli), then a heading and a long paragraph. */
+  function longHead(style = '', links = 150): string {
     const r = seededRng(7);
     const word = () => Array.from({ length: 24 }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(r() * 36)]).join('');
     // stylesheet links stay in the index (metadata such as <meta content> would go to deferred slots): ~6 KB brotli cannot shrink far
-    const head = Array.from({ length: 150 }, (_, i) => `<link rel="stylesheet" href="/${i}/${word()}.css">`).join('');
-    const html = `<!DOCTYPE html><html><head><title>t</title>${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(400)}</p></body></html>`;
-    const page = encodePage(html, { sha256, codec });
+    const head = Array.from({ length: links }, (_, i) => `<link rel="stylesheet" href="/${i}/${word()}.css">`).join('');
+    return `<!DOCTYPE html><html><head><title>t</title>${style}${head}</head><body><h1>Heading</h1><p>${'Text. '.repeat(400)}</p></body></html>`;
+  }
+
+  test('a page whose first text lies past one frame of index: the first piece fills its frame as every other does, the second ends at that text with its block behind it', () => {
+    const html = longHead();
+    const page = encodePage(html, { sha256, codec, firstFlight: false }); // full frames from the first (the first flight: below)
     expect(page.pieces[0].nodes.some((n) => n.kind === 'element' && n.tagName === 'body')).toBe(false);
     expect(page.frames[0].length).toBeGreaterThan(1200); // a full frame, not cut short
     // As on heise, lemonde-1, ehow-1 and 32 of the 87 corpus pages, the head fills whole index frames (two here). The
@@ -441,6 +449,47 @@ describe('send order: the top of the page first', () => {
     const top = textBeforeSecondIndexFrame(page, at + 2);
     expect(top.text).toContain('Heading');
     expect(top.frames).toBe(at + 2); // the head's index frames, the one to the heading, the heading's block
+  });
+
+  test('the first flight: index frames of at most 500 bytes of payload for about 4,400 bytes of index on the wire, together before their blocks; then full frames; the same tree', () => {
+    // the head's index (~6 KB) is longer than the flight: the flight is all head, the style it introduces right behind it
+    const html = longHead(`<style>${Array.from({ length: 400 }, (_, i) => `.c${i}{margin:${i}px}`).join('')}</style>`, 300);
+    const page = encodePage(html, { sha256, codec });
+    const isIndex = (f: Uint8Array) => f[10] === FRAME_KIND.INDEX;
+    const run = page.frames.findIndex((f) => !isIndex(f));
+    const flight = page.frames.slice(0, run);
+    // (frame 0 carries the page digest too, which the search counts as zeros: 32 bytes brotli cannot shrink)
+    flight.forEach((f, i) => expect(f.length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload + (i === 0 ? PAGE_DIGEST_BYTES : 0)));
+    const wire = flight.reduce((n, f) => n + f.length + 28, 0);
+    expect(wire).toBeGreaterThan(FIRST_FLIGHT.indexBytes - 600); // (the flight is counted with the search's compression, the frames are the final one's)
+    expect(wire).toBeLessThan(FIRST_FLIGHT.indexBytes + 600);
+    expect(flight.length).toBeGreaterThanOrEqual(8);
+    const style = page.pieces.slice(0, run).flatMap((p) => p.blocks).find((b) => b.stream === STREAM.CONTEXT);
+    expect(style?.seq).toBe(run);
+    // index frames after the flight are full again, each with its blocks behind it
+    const later = page.frames.slice(run).filter(isIndex);
+    expect(later.length).toBeGreaterThan(0);
+    expect(Math.max(...later.map((f) => f.length))).toBeGreaterThan(1200);
+    // the heading paints from the index to it and the blocks behind, in send order; the tree is parse5's in any order
+    const at = page.pieces.findIndex((p) => p.nodes.some((n) => n.kind === 'element' && n.tagName === 'h1'));
+    expect(textBeforeSecondIndexFrame(page, at + 2).text).toContain('Heading');
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of shuffle([...page.frames], rng(3))) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
+    // without it (firstFlight: false), the first frame is a full one
+    expect(encodePage(html, { sha256, codec, firstFlight: false }).frames[0].length).toBeGreaterThan(1200);
+  });
+
+  test('the first flight ends its togetherness at the first text: that piece\'s blocks follow it at once', () => {
+    // the generated page's heading comes after a short head: the first small piece ends at it, its block right behind
+    const page = encodePage(generated(), { sha256, codec });
+    expect(page.frames[0].length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload + PAGE_DIGEST_BYTES);
+    expect([page.frames[0][10], page.frames[1][10], page.frames[2][10]]).toEqual([FRAME_KIND.INDEX, FRAME_KIND.DATA, FRAME_KIND.INDEX]);
+    expect(page.frames[2].length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload); // still the flight
   });
 
   test('text the markup hides (hidden, display: none, visibility: hidden) does not end the first piece; the first text that shows does', () => {
