@@ -127,8 +127,9 @@ export interface EncodeOptions {
   firstPiece?: 'first-text' | 'full';
   /**
    * The first flight (default FIRST_FLIGHT with a codec, none without; false: none): the index pieces that start the
-   * page, until `indexBytes` of index frames on the wire, take at most `framePayload` bytes of payload each, and go
-   * one after another before the blocks they introduce (protocol/README.md, "The first flight in small frames").
+   * page, until `indexBytes` of index frames on the wire, take at most `framePayload` bytes of payload each; those up
+   * to the piece with the first shown text go one after another, then the blocks they introduce (protocol/README.md,
+   * "The first flight in small frames").
    */
   firstFlight?: FirstFlight | false;
 }
@@ -627,7 +628,7 @@ function encodeOnce(
     while (from < units.length) {
       const ordinal = ranges.length;
       let small = flight !== null && flightBytes < flight.indexBytes;
-      let budget = small ? Math.min(flight!.framePayload, maxPayload) - margin : maxPayload - margin;
+      let budget = flight !== null && small ? Math.min(flight.framePayload, maxPayload) - margin : maxPayload - margin;
       const placeholderDigest = ordinal === 0 ? new Uint8Array(PAGE_DIGEST_BYTES) : null;
       const rangeCache = new Map<number, Range>();
       const range = (count: number): Range => {
