@@ -56,6 +56,7 @@ import {
   STREAM,
   STREAMS,
 } from './index-piece';
+import { IPV4_UDP_HEADER_BYTES } from '../dhttp/address-validation';
 import { CLOSE_MARKUP, pageNodeMarkup } from './index-markup';
 import { FrameCodec, MAX_DECODED_PAYLOAD, packPayload } from './payload-codec';
 import { encodeFrame, FRAME_KIND, GrowWriter, HEADER_BYTES, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
@@ -151,7 +152,7 @@ export interface FirstFlight {
  */
 export const FIRST_FLIGHT: Readonly<FirstFlight> = Object.freeze({ indexBytes: 4_400, framePayload: 500 });
 /** What an index frame costs on the wire beyond its payload: the frame header and the IPv4 and UDP headers. */
-const FRAME_WIRE_OVERHEAD = HEADER_BYTES + 28;
+const FRAME_WIRE_OVERHEAD = HEADER_BYTES + IPV4_UDP_HEADER_BYTES;
 
 export interface EncodedPage {
   /** sha-256 of the canonical encoding. */
@@ -615,16 +616,15 @@ function encodeOnce(
   const flight = flightOpts === false ? null : flightOpts;
   if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
   /**
-   * Pieces sent before their blocks: those of the first flight (up to the last one cut to its frame size), but no
-   * further than the piece with the first shown text, whose blocks follow it at once as before.
+   * The pieces, and how many of them go before their blocks: those of the first flight (up to the last one cut to its
+   * frame size), but no further than the piece with the first shown text, whose blocks follow it at once as before.
    */
-  let flightPieces = 0;
-  const partition = (margin: number): Range[] => {
+  const partition = (margin: number): { ranges: Range[]; flightPieces: number } => {
     const ranges: Range[] = [];
     let from = 0;
     let ratio = codec ? 4 : 1;
     let flightBytes = 0;
-    flightPieces = 0;
+    let flightPieces = 0;
     while (from < units.length) {
       const ordinal = ranges.length;
       let small = flight !== null && flightBytes < flight.indexBytes;
@@ -709,13 +709,13 @@ function encodeOnce(
       }
       take(r, lo);
     }
-    return ranges;
+    return { ranges, flightPieces };
   };
 
   // 3. Send order and frame numbers, then the final bytes. A final compression that comes out larger than the
   //    search's (rare) repartitions with a wider margin.
   for (let margin = 16; ; margin *= 4) {
-    const ranges = partition(margin);
+    const { ranges, flightPieces } = partition(margin);
     const introducedBy: number[] = new Array(blocks.length).fill(-1);
     ranges.forEach((r, k) => {
       for (const b of r.blocks) introducedBy[b] = k;

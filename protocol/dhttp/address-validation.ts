@@ -23,7 +23,7 @@ export const PAD_HEADER = 'Catp-Pad';
 /** An unproven address gets at most this many times the bytes it sent, both counted on the wire (`datagramOverhead`). */
 export const AMPLIFICATION_FACTOR = 1;
 /** IPv4 (20) and UDP (8) headers of a datagram; IPv6's are 40 and 8. */
-const IPV4_UDP_HEADER_BYTES = 28;
+export const IPV4_UDP_HEADER_BYTES = 28;
 const IPV6_UDP_HEADER_BYTES = 48;
 /** What a datagram to or from `address` costs the link beyond its payload (its IP and UDP headers). */
 export function datagramOverhead(address: string): number {
