@@ -57,6 +57,7 @@ import {
   STREAMS,
 } from './index-piece';
 import { IPV4_UDP_HEADER_BYTES } from '../dhttp/address-validation';
+import { HEAD_PAINT, headPaint } from './head-paint';
 import { CLOSE_MARKUP, pageNodeMarkup } from './index-markup';
 import { FrameCodec, MAX_DECODED_PAYLOAD, packPayload } from './payload-codec';
 import { encodeFrame, FRAME_KIND, GrowWriter, HEADER_BYTES, MAX_FRAME_PAYLOAD, PAGE_ID_BYTES, varintSize } from './wire';
@@ -141,6 +142,12 @@ export interface FirstFlight {
   indexBytes: number;
   /** Largest payload of an index frame of the first flight (frame 0's before the page digest it carries). */
   framePayload: number;
+  /**
+   * The head's markup no paint needs (head-paint.ts), in runs of at least this many bytes, goes in pieces of its own
+   * sent after the first text's blocks (absent or 0: in document order; protocol/README.md, "The head's unpainted
+   * markup after the first text").
+   */
+  unpaintedHead?: number;
 }
 
 /**
@@ -150,7 +157,7 @@ export interface FirstFlight {
  * the budget's first steps and overlap the rest of the padding's trip up; the flight's index covers the head and the
  * top of the body on most pages.
  */
-export const FIRST_FLIGHT: Readonly<FirstFlight> = Object.freeze({ indexBytes: 4_400, framePayload: 500 });
+export const FIRST_FLIGHT: Readonly<FirstFlight> = Object.freeze({ indexBytes: 4_400, framePayload: 500, unpaintedHead: 400 });
 /** What an index frame costs on the wire beyond its payload: the frame header and the IPv4 and UDP headers. */
 const FRAME_WIRE_OVERHEAD = HEADER_BYTES + IPV4_UDP_HEADER_BYTES;
 
@@ -615,20 +622,50 @@ function encodeOnce(
   const flightOpts = opts.firstFlight ?? (codec ? FIRST_FLIGHT : false);
   const flight = flightOpts === false ? null : flightOpts;
   if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
+  // The head's unpainted runs (FirstFlight.unpaintedHead): laterEnd[u] > u where unit u starts or continues one (the
+  // unit after its end), nextLater[u] the first unit of the next one at or after u (units.length: none). A block
+  // unit goes with its node, whitespace and comments with the unit before them.
+  const laterMin = flight?.unpaintedHead ?? 0;
+  let laterEnd: Int32Array | null = null;
+  const nextLater = new Int32Array(laterMin > 0 ? units.length + 1 : 0);
+  if (laterMin > 0) {
+    const paint = headPaint(nodes);
+    const unpainted = new Uint8Array(units.length);
+    let last: number = HEAD_PAINT.NEEDED;
+    for (let u = 0; u < units.length; u++) {
+      const c = units[u] >= 0 ? paint[units[u] - 1] : HEAD_PAINT.EITHER;
+      if (c !== HEAD_PAINT.EITHER) last = c;
+      unpainted[u] = last === HEAD_PAINT.UNPAINTED ? 1 : 0;
+    }
+    laterEnd = new Int32Array(units.length);
+    nextLater[units.length] = units.length;
+    for (let u = 0; u < units.length; ) {
+      let end = u;
+      while (end < units.length && unpainted[end] === 1) end++;
+      if (end > u && prefix[end] - prefix[u] >= laterMin) laterEnd.fill(end, u, end);
+      u = Math.max(end, u + 1);
+    }
+    for (let u = units.length - 1; u >= 0; u--) nextLater[u] = laterEnd[u] > u ? u : nextLater[u + 1];
+  }
   /**
    * The pieces, and how many of them go before their blocks: those of the first flight (up to the last one cut to its
    * frame size), but no further than the piece with the first shown text, whose blocks follow it at once as before.
    */
-  const partition = (margin: number): { ranges: Range[]; flightPieces: number } => {
+  const partition = (margin: number): { ranges: Range[]; flightPieces: number; laterPieces: number[] } => {
     const ranges: Range[] = [];
     let from = 0;
     let ratio = codec ? 4 : 1;
     let flightBytes = 0;
     let flightPieces = 0;
+    const laterPieces: number[] = [];
     while (from < units.length) {
       const ordinal = ranges.length;
-      let small = flight !== null && flightBytes < flight.indexBytes;
-      let budget = flight !== null && small ? Math.min(flight.framePayload, maxPayload) - margin : maxPayload - margin;
+      const inFlight = flight !== null && flightBytes < flight.indexBytes;
+      // In the flight, a run of the head's unpainted markup is a piece of its own in a full frame (it is not urgent),
+      // and a piece before one ends where it starts.
+      const later = inFlight && laterEnd !== null && laterEnd[from] > from;
+      let small = inFlight && !later;
+      let budget = small ? Math.min((flight as FirstFlight).framePayload, maxPayload) - margin : maxPayload - margin;
       const placeholderDigest = ordinal === 0 ? new Uint8Array(PAGE_DIGEST_BYTES) : null;
       const rangeCache = new Map<number, Range>();
       const range = (count: number): Range => {
@@ -647,7 +684,7 @@ function encodeOnce(
         if (!codec) return false;
         return packedSize(b, 'search') <= budget;
       };
-      const left = units.length - from;
+      const left = laterEnd === null || !inFlight ? units.length - from : later ? laterEnd[from] - from : nextLater[from] - from;
       // the largest count whose estimated raw size is at most `raw` (at least 1)
       const countFor = (raw: number): number => {
         let lo = 1;
@@ -669,14 +706,15 @@ function encodeOnce(
         throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block description does not fit an index frame');
       }
       const take = (r: Range, count: number): void => {
-        if (flight !== null && flightBytes < flight.indexBytes) {
+        if (later) laterPieces.push(ordinal);
+        else if (inFlight) {
           flightBytes += packedSize(body(r, ordinal, seqGuess, placeholderDigest), 'search') + FRAME_WIRE_OVERHEAD;
           if (small && (firstShownCut === 0 || from < firstShownCut)) flightPieces = ordinal + 1;
         }
         ranges.push(r);
         from += count;
       };
-      if (firstShownCut > from && fits(firstShownCut - from)) {
+      if (firstShownCut > from && firstShownCut - from <= left && fits(firstShownCut - from)) {
         take(range(firstShownCut - from), firstShownCut - from);
         continue;
       }
@@ -709,13 +747,14 @@ function encodeOnce(
       }
       take(r, lo);
     }
-    return { ranges, flightPieces };
+    return { ranges, flightPieces, laterPieces };
   };
 
   // 3. Send order and frame numbers, then the final bytes. A final compression that comes out larger than the
   //    search's (rare) repartitions with a wider margin.
   for (let margin = 16; ; margin *= 4) {
-    const { ranges, flightPieces } = partition(margin);
+    const { ranges, flightPieces, laterPieces } = partition(margin);
+    const isLater = new Set(laterPieces);
     const introducedBy: number[] = new Array(blocks.length).fill(-1);
     ranges.forEach((r, k) => {
       for (const b of r.blocks) introducedBy[b] = k;
@@ -730,8 +769,9 @@ function encodeOnce(
     const deferred: number[] = [];
     // The first flight's pieces go together, then their blocks (context first), as the one full piece that held the
     // head and the top of the body did, and its blocks.
-    for (let k = 0; k < flightPieces; k++) order.push({ kind: 'index', k });
-    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (let k = 0; k < flightPieces; k++) for (const b of perPiece[k][stream]) pushBlock(b);
+    // The head's unpainted pieces follow them.
+    for (let k = 0; k < flightPieces; k++) if (!isLater.has(k)) order.push({ kind: 'index', k });
+    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (let k = 0; k < flightPieces; k++) if (!isLater.has(k)) for (const b of perPiece[k][stream]) pushBlock(b);
     ranges.forEach((_, k) => {
       if (k >= flightPieces) {
         order.push({ kind: 'index', k });
@@ -740,6 +780,8 @@ function encodeOnce(
       }
       deferred.push(...perPiece[k][STREAM.DEFERRED]);
     });
+    for (const k of laterPieces) if (k < flightPieces) order.push({ kind: 'index', k });
+    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (const k of laterPieces) if (k < flightPieces) for (const b of perPiece[k][stream]) pushBlock(b);
     for (const b of deferred) pushBlock(b);
     const seqOfBlock = new Array<number>(blocks.length);
     order.forEach((o, seq) => {
