@@ -43,6 +43,9 @@ export function unpaintedHeadChild(tagName: string, namespace: string, attrs: Re
  * Each node's part in the first paint (indexed by node number − 1): the document's `<head>`'s children classified
  * by unpaintedHeadChild, their descendants as they are, whitespace text and comments directly in the head EITHER,
  * every other node NEEDED. An attribute whose value is a slot (`value` '' until its data comes) reads as empty.
+ * The head's last child is NEEDED whatever it is: a piece still missing stands as a placeholder before the next
+ * piece's first node (tree.ts), a block on screen unless that node is in the head; one missing at the head's end
+ * would stand before `<body>`, and the whole page would move up when it came (a lab load did, session 49).
  */
 export function headPaint(nodes: readonly IndexNode[]): Uint8Array {
   const out = new Uint8Array(nodes.length);
@@ -57,17 +60,24 @@ export function headPaint(nodes: readonly IndexNode[]): Uint8Array {
     }
   }
   if (head < 0) return out;
+  let last = -1;
+  let end = nodes.length;
   for (let i = head; i < nodes.length; i++) {
     const nd = nodes[i];
     if (nd.parent === head) {
+      last = i;
       if (nd.kind === 'element') out[i] = unpaintedHeadChild(nd.tagName, nd.namespace, nd.attrs) ? HEAD_PAINT.UNPAINTED : HEAD_PAINT.NEEDED;
       else if (nd.kind === 'text' ? /^[\t\n\f\r ]*$/.test(nd.value) : nd.kind === 'comment' || nd.kind === 'comment-slot') out[i] = HEAD_PAINT.EITHER;
       else out[i] = HEAD_PAINT.NEEDED;
     } else if (nd.parent > head && nodes[nd.parent - 1] !== undefined && isUnder(nodes, nd.parent, head)) {
       // below a child of the head: as that child
       out[i] = out[nd.parent - 1];
-    } else break; // pre-order: the first node not under the head ends it
+    } else {
+      end = i; // pre-order: the first node not under the head ends it
+      break;
+    }
   }
+  if (last >= 0) out.fill(HEAD_PAINT.NEEDED, last, end);
   return out;
 }
 

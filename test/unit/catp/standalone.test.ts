@@ -492,6 +492,84 @@ describe('send order: the top of the page first', () => {
     expect(page.frames[2].length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload); // still the flight
   });
 
+  /** Each frame in send order: an index frame's piece (ordinal), or a data frame's block stream. */
+  function sendOrder(page: EncodedPage): Array<{ index: number } | { stream: number }> {
+    const streamOf = new Map(page.pieces.flatMap((p) => p.blocks).flatMap((b) => Array.from({ length: b.frames ?? 1 }, (_, i) => [b.seq + i, b.stream] as const)));
+    const asm = newAssembler();
+    return page.frames.map((f) => {
+      if (f[10] !== FRAME_KIND.INDEX) return { stream: streamOf.get(seqOf(f)) as number };
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) if (e.type === 'index-piece') return { index: e.piece.ordinal };
+      throw new Error('an index frame without its piece');
+    });
+  }
+
+  test("the head's unpainted markup (meta, scripts, icons) goes after the rest of the index: the first flight holds the title, the stylesheets and the top of the body", () => {
+    const r = seededRng(11);
+    const word = () => Array.from({ length: 16 }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(r() * 36)]).join('');
+    const unpainted = (n: number) =>
+      Array.from({ length: n }, (_, i) => `<meta name="m${i}" content="${word()}">\n<script src="/js/${word()}.js"></script><link rel="icon" href="/${word()}.png">\n`).join('');
+    const html =
+      `<!DOCTYPE html><html><head><meta charset="utf-8"><title>The title</title>\n${unpainted(30)}<link rel="stylesheet" href="/site.css">${unpainted(30)}` +
+      `<style>h1 { color: red }</style><script>var analytics = ${JSON.stringify(word().repeat(20))};</script>${unpainted(20)}</head>` +
+      `<body><h1>Heading</h1><p>${'Text. '.repeat(400)}</p></body></html>`;
+    const page = encodePage(html, { sha256, codec });
+    const inOrder = encodePage(html, { sha256, codec, firstFlight: { ...FIRST_FLIGHT, unpaintedHead: 0 } });
+    const tags = (p: IndexPiece) => p.nodes.flatMap((n) => (n.kind === 'element' ? [n.tagName] : []));
+    const isUnpainted = (p: IndexPiece) => tags(p).length > 0 && tags(p).every((t) => t === 'meta' || t === 'script' || t === 'link') && !p.nodes.some((n) => n.kind === 'element' && n.attrs.some((a) => a.value === 'stylesheet'));
+    const later = page.pieces.filter(isUnpainted).map((p) => p.ordinal);
+    expect(later.length).toBeGreaterThanOrEqual(3); // the runs of 30, 30 and 20
+    const ordinals = (p: EncodedPage) => sendOrder(p).flatMap((o) => ('index' in o ? [o.index] : []));
+    expect(ordinals(inOrder)).toEqual(inOrder.pieces.map((p) => p.ordinal)); // without it: the index in document order
+
+    // In send order: the title, the stylesheet, the style and the body's top, the heading's block; every other index
+    // frame; the visible blocks; then the unpainted pieces, before the deferred blocks (the script's text, the metas' values).
+    const order = sendOrder(page);
+    const heading = order.findIndex((o) => 'stream' in o && o.stream === STREAM.VISIBLE);
+    const before = order.slice(0, heading).flatMap((o) => ('index' in o ? [o.index] : []));
+    expect(before.some((k) => later.includes(k))).toBe(false);
+    expect(before.flatMap((k) => tags(page.pieces[k]))).toEqual(expect.arrayContaining(['title', 'link', 'style', 'body', 'h1']));
+    const at = (k: number) => order.findIndex((o) => 'index' in o && o.index === k);
+    const lastOther = Math.max(...page.pieces.filter((p) => !later.includes(p.ordinal)).map((p) => at(p.ordinal)));
+    const lastVisible = order.map((o) => 'stream' in o && o.stream === STREAM.VISIBLE).lastIndexOf(true);
+    const firstDeferred = order.findIndex((o) => 'stream' in o && o.stream === STREAM.DEFERRED);
+    for (const k of later) expect([at(k) > lastOther, at(k) > lastVisible, at(k) < firstDeferred]).toEqual([true, true, true]);
+
+    // The heading is on screen after less than half the bytes it took in document order.
+    const bytesTo = (p: EncodedPage) => {
+      const o = sendOrder(p);
+      return p.frames.slice(0, o.findIndex((x) => 'stream' in x && x.stream === STREAM.VISIBLE) + 1).reduce((n, f) => n + f.length, 0);
+    };
+    expect(bytesTo(page)).toBeLessThan(bytesTo(inOrder) / 2);
+    // Until the unpainted pieces come, the placeholders for them stand in the head (a placeholder outside it is a
+    // block on screen, and the page would move when it went).
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    const headOf = (): P5Node => findElement(b.root as Doc, 'head') as P5Node;
+    const firstLater = Math.min(...later.map(at));
+    page.frames.slice(0, firstLater).forEach((f, i) => {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+      if (i >= heading) expect([i, placeholders(b.root as Doc).index]).toEqual([i, placeholders(headOf()).index]);
+    });
+    expect(placeholders(headOf()).index).toBeGreaterThan(0);
+    const h1 = findElement(b.root as Doc, 'h1');
+    expect(h1 && parse5.serialize(h1)).toBe('Heading');
+    expect(findElement(b.root as Doc, 'style')).not.toBeNull();
+
+    // the tree is parse5's in send order, reverse order and shuffled
+    const want = parse5.serialize(parse5.parse(html, { scriptingEnabled: false }));
+    for (const frames of [page.frames, [...page.frames].reverse(), shuffle([...page.frames], rng(5))]) {
+      const a2 = newAssembler();
+      const b2 = parse5TreeBuilder();
+      for (const f of frames) {
+        a2.receive(f, 0);
+        for (let e = a2.nextEvent(); e; e = a2.nextEvent()) b2.apply(e);
+      }
+      expect(parse5.serialize(b2.root as Doc)).toBe(want);
+    }
+  });
+
   test('text the markup hides (hidden, display: none, visibility: hidden) does not end the first piece; the first text that shows does', () => {
     const hidden = '<div style="height:0; DISPLAY: none !important">Cookie banner</div><p hidden>Skip</p><span style="visibility:hidden">x</span>';
     const page = encodePage(generated().replace('<header id="top">', `${hidden}<header id="top">`), { sha256, codec });
