@@ -69,8 +69,8 @@ export function headPaint(nodes: readonly IndexNode[]): Uint8Array {
       if (nd.kind === 'element') out[i] = unpaintedHeadChild(nd.tagName, nd.namespace, nd.attrs) ? HEAD_PAINT.UNPAINTED : HEAD_PAINT.NEEDED;
       else if (nd.kind === 'text' ? /^[\t\n\f\r ]*$/.test(nd.value) : nd.kind === 'comment' || nd.kind === 'comment-slot') out[i] = HEAD_PAINT.EITHER;
       else out[i] = HEAD_PAINT.NEEDED;
-    } else if (nd.parent > head && nodes[nd.parent - 1] !== undefined && isUnder(nodes, nd.parent, head)) {
-      // below a child of the head: as that child
+    } else if (nd.parent > head) {
+      // below a child of the head (pre-order: every node between the head and this one is under the head): as its parent
       out[i] = out[nd.parent - 1];
     } else {
       end = i; // pre-order: the first node not under the head ends it
@@ -79,9 +79,4 @@ export function headPaint(nodes: readonly IndexNode[]): Uint8Array {
   }
   if (last >= 0) out.fill(HEAD_PAINT.NEEDED, last, end);
   return out;
-}
-
-function isUnder(nodes: readonly IndexNode[], n: number, ancestor: number): boolean {
-  for (let p = n; p > 0; p = nodes[p - 1].parent) if (p === ancestor) return true;
-  return false;
 }
