@@ -623,31 +623,11 @@ function encodeOnce(
   const flightOpts = opts.firstFlight ?? (codec ? FIRST_FLIGHT : false);
   const flight = flightOpts === false ? null : flightOpts;
   if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
-  // The head's unpainted runs (FirstFlight.unpaintedHead): laterEnd[u] > u where unit u starts or continues one (the
-  // unit after its end), nextLater[u] the first unit of the next one at or after u (units.length: none). A block
-  // unit goes with its node, whitespace and comments with the unit before them.
+  // The head's unpainted runs (FirstFlight.unpaintedHead): end[u] > u where unit u starts or continues one (the unit
+  // after its end), next[u] the first unit of the next one at or after u (units.length: none). A block unit goes with
+  // its node, whitespace and comments with the unit before them.
   const laterMin = flight?.unpaintedHead ?? 0;
-  let laterEnd: Int32Array | null = null;
-  const nextLater = new Int32Array(laterMin > 0 ? units.length + 1 : 0);
-  if (laterMin > 0) {
-    const paint = headPaint(nodes);
-    const unpainted = new Uint8Array(units.length);
-    let last: number = HEAD_PAINT.NEEDED;
-    for (let u = 0; u < units.length; u++) {
-      const c = units[u] >= 0 ? paint[units[u] - 1] : HEAD_PAINT.EITHER;
-      if (c !== HEAD_PAINT.EITHER) last = c;
-      unpainted[u] = last === HEAD_PAINT.UNPAINTED ? 1 : 0;
-    }
-    laterEnd = new Int32Array(units.length);
-    nextLater[units.length] = units.length;
-    for (let u = 0; u < units.length; ) {
-      let end = u;
-      while (end < units.length && unpainted[end] === 1) end++;
-      if (end > u && prefix[end] - prefix[u] >= laterMin) laterEnd.fill(end, u, end);
-      u = Math.max(end, u + 1);
-    }
-    for (let u = units.length - 1; u >= 0; u--) nextLater[u] = laterEnd[u] > u ? u : nextLater[u + 1];
-  }
+  const runs = laterMin > 0 ? unpaintedRuns(units, headPaint(nodes), prefix, laterMin) : null;
   /**
    * The pieces, and how many of them go before their blocks: those of the first flight (up to the last one cut to its
    * frame size), but no further than the piece with the first shown text, whose blocks follow it at once as before;
@@ -665,7 +645,7 @@ function encodeOnce(
       const inFlight = flight !== null && flightBytes < flight.indexBytes;
       // In the flight, a run of the head's unpainted markup is a piece of its own in a full frame (it is not urgent),
       // and a piece before one ends where it starts.
-      const later = inFlight && laterEnd !== null && laterEnd[from] > from;
+      const later = inFlight && runs !== null && runs.end[from] > from;
       let small = inFlight && !later;
       let budget = small ? Math.min((flight as FirstFlight).framePayload, maxPayload) - margin : maxPayload - margin;
       const placeholderDigest = ordinal === 0 ? new Uint8Array(PAGE_DIGEST_BYTES) : null;
@@ -686,7 +666,7 @@ function encodeOnce(
         if (!codec) return false;
         return packedSize(b, 'search') <= budget;
       };
-      const left = laterEnd === null || !inFlight ? units.length - from : later ? laterEnd[from] - from : nextLater[from] - from;
+      const left = (runs === null || !inFlight ? units.length : later ? runs.end[from] : runs.next[from]) - from;
       // the largest count whose estimated raw size is at most `raw` (at least 1)
       const countFor = (raw: number): number => {
         let lo = 1;
@@ -756,7 +736,8 @@ function encodeOnce(
   //    search's (rare) repartitions with a wider margin.
   for (let margin = 16; ; margin *= 4) {
     const { ranges, flightPieces, laterPieces } = partition(margin);
-    const isLater = new Set(laterPieces);
+    const flightLater = laterPieces.filter((k) => k < flightPieces);
+    const flightFirst = ranges.map((_, k) => k).filter((k) => k < flightPieces && !flightLater.includes(k));
     const introducedBy: number[] = new Array(blocks.length).fill(-1);
     ranges.forEach((r, k) => {
       for (const b of r.blocks) introducedBy[b] = k;
@@ -771,8 +752,8 @@ function encodeOnce(
     const deferred: number[] = [];
     // The first flight's pieces go together, then their blocks (context first), as the one full piece that held the
     // head and the top of the body did, and its blocks.
-    for (let k = 0; k < flightPieces; k++) if (!isLater.has(k)) order.push({ kind: 'index', k });
-    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (let k = 0; k < flightPieces; k++) if (!isLater.has(k)) for (const b of perPiece[k][stream]) pushBlock(b);
+    for (const k of flightFirst) order.push({ kind: 'index', k });
+    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (const k of flightFirst) for (const b of perPiece[k][stream]) pushBlock(b);
     ranges.forEach((_, k) => {
       if (k >= flightPieces) {
         order.push({ kind: 'index', k });
@@ -783,8 +764,8 @@ function encodeOnce(
     });
     // The head's unpainted pieces of the flight after the rest of the index and the visible blocks: with the rest of
     // what nothing paints (sent right after the first text's blocks, they held up the next visible frames).
-    for (const k of laterPieces) if (k < flightPieces) order.push({ kind: 'index', k });
-    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (const k of laterPieces) if (k < flightPieces) for (const b of perPiece[k][stream]) pushBlock(b);
+    for (const k of flightLater) order.push({ kind: 'index', k });
+    for (const stream of [STREAM.CONTEXT, STREAM.VISIBLE]) for (const k of flightLater) for (const b of perPiece[k][stream]) pushBlock(b);
     for (const b of deferred) pushBlock(b);
     const seqOfBlock = new Array<number>(blocks.length);
     order.forEach((o, seq) => {
@@ -865,6 +846,31 @@ function encodeOnce(
       pieces,
     };
   }
+}
+
+/**
+ * The runs of the head's unpainted units (FirstFlight.unpaintedHead) of at least `min` bytes of markup (`prefix`: the
+ * units' bytes summed). `units`: node numbers (>= 0) and blocks (< 0), each block after the node that introduces it.
+ */
+function unpaintedRuns(units: readonly number[], paint: Uint8Array, prefix: Float64Array, min: number): { end: Int32Array; next: Int32Array } {
+  const unpainted = new Uint8Array(units.length);
+  let last: number = HEAD_PAINT.NEEDED;
+  for (let u = 0; u < units.length; u++) {
+    const c = units[u] >= 0 ? paint[units[u] - 1] : HEAD_PAINT.EITHER;
+    if (c !== HEAD_PAINT.EITHER) last = c;
+    unpainted[u] = last === HEAD_PAINT.UNPAINTED ? 1 : 0;
+  }
+  const end = new Int32Array(units.length);
+  for (let u = 0; u < units.length; ) {
+    let e = u;
+    while (e < units.length && unpainted[e] === 1) e++;
+    if (e > u && prefix[e] - prefix[u] >= min) end.fill(e, u, e);
+    u = Math.max(e, u + 1);
+  }
+  const next = new Int32Array(units.length + 1);
+  next[units.length] = units.length;
+  for (let u = units.length - 1; u >= 0; u--) next[u] = end[u] > u ? u : next[u + 1];
+  return { end, next };
 }
 
 /** Part `part` of a block's packed payload: a spanning block's bytes cut into `frames` parts of (nearly) equal size. */

@@ -1,6 +1,6 @@
 // Which of the head's nodes a first paint needs. A real page's head is mostly markup nothing paints: `<meta>`
 // for search engines and social sites, `<script src>` (CATP's tree is the parse of a browser without scripting),
-// icons, feeds, preloads. Heise's head holds 133 nodes before its body, three stylesheets and a `<style>` among
+// icons, feeds, preloads. Heise's head holds 133 nodes before its body, four stylesheets and a `<style>` among
 // them; sent in document order they are most of the bytes before the page's first text (protocol/README.md, "The
 // head's unpainted markup after the first text").
 import { NS_HTML } from './index-piece';
