@@ -70,6 +70,15 @@ interface SlotState<H> {
   placeholder: H | null;
 }
 
+/** No placeholder before a node (most nodes): shared, never written (a node that gets one gets a new array). */
+const NO_FRONTS: never[] = Object.freeze([]) as never[];
+
+/** `a[i] = v`, first growing `a` with `undefined` up to `i` (so that it stays a packed array). */
+function setAt<T>(a: Array<T | undefined>, i: number, v: T): void {
+  while (a.length < i) a.push(undefined);
+  a[i] = v;
+}
+
 /** Index of the first element greater than v in an ascending array. */
 function upper(a: readonly number[], v: number): number {
   let lo = 0;
@@ -84,8 +93,11 @@ function upper(a: readonly number[], v: number): number {
 
 export class CatpTreeBuilder<H> {
   root: H | null = null;
-  private readonly nodes = new Map<number, NodeState<H>>();
-  private readonly slots = new Map<number, SlotState<H>>();
+  // Node and slot numbers are dense (pre-order, from 0), so plain arrays indexed by them: a Map's get and set were
+  // most of a large page's tree building (wikipedia-2). Grown with `undefined` up to a number before it is set, so
+  // they stay packed (a write far past the end would make V8 turn an array into a dictionary).
+  private readonly nodes: Array<NodeState<H> | undefined> = [];
+  private readonly slots: Array<SlotState<H> | undefined> = [];
   /** Index frame ordinal -> the placeholder standing for the frame before it, and the node it stands before. */
   private readonly gaps = new Map<number, { ph: H; node: number }>();
   private readonly pieces = new Map<number, IndexPiece>();
@@ -110,23 +122,27 @@ export class CatpTreeBuilder<H> {
   }
 
   private ensureRoot(p: IndexPiece): NodeState<H> {
-    let r = this.nodes.get(0);
+    let r = this.nodeAt(0);
     if (r === undefined) {
       this.root = this.sink.reset(p.fragment, p.mode);
-      r = { h: this.root, fronts: [], children: [], provisional: false };
-      this.nodes.set(0, r);
+      r = { h: this.root, fronts: NO_FRONTS, children: [], provisional: false };
+      setAt(this.nodes, 0, r);
     }
     return r;
   }
 
+  private nodeAt(n: number): NodeState<H> | undefined {
+    return n < this.nodes.length ? this.nodes[n] : undefined;
+  }
+
   private lead(n: number): H {
-    const s = this.nodes.get(n) as NodeState<H>;
+    const s = this.nodeAt(n) as NodeState<H>;
     return s.fronts.length > 0 ? s.fronts[0] : s.h;
   }
 
   /** Puts node n (handle h) under `parent` before its next present sibling. */
-  private place(parent: number, n: number, h: H, fronts: H[] = []): NodeState<H> {
-    const p = this.nodes.get(parent) as NodeState<H>;
+  private place(parent: number, n: number, h: H, fronts: H[] = NO_FRONTS): NodeState<H> {
+    const p = this.nodeAt(parent) as NodeState<H>;
     const kids = p.children as number[];
     const at = upper(kids, n);
     const before = at < kids.length ? this.lead(kids[at]) : null;
@@ -134,7 +150,7 @@ export class CatpTreeBuilder<H> {
     this.sink.insertBefore(p.h, h, before);
     for (const f of fronts) this.sink.insertBefore(p.h, f, h);
     const st: NodeState<H> = { h, fronts, children: null, provisional: false };
-    this.nodes.set(n, st);
+    setAt(this.nodes, n, st);
     return st;
   }
 
@@ -144,10 +160,10 @@ export class CatpTreeBuilder<H> {
     // Ancestors not here yet stand in provisionally (right tag, no attributes until their own piece comes).
     let parent = 0;
     for (const c of p.chain) {
-      if (!this.nodes.has(c.n)) {
+      if (this.nodeAt(c.n) === undefined) {
         if (c.content) {
-          const h = this.sink.templateContent((this.nodes.get(parent) as NodeState<H>).h);
-          this.nodes.set(c.n, { h, fronts: [], children: [], provisional: true });
+          const h = this.sink.templateContent((this.nodeAt(parent) as NodeState<H>).h);
+          setAt(this.nodes, c.n, { h, fronts: NO_FRONTS, children: [], provisional: true });
         } else {
           const st = this.place(parent, c.n, this.sink.element(c.tagName, c.namespace, []));
           st.children = [];
@@ -157,7 +173,7 @@ export class CatpTreeBuilder<H> {
       parent = c.n;
     }
     for (const nd of p.nodes) {
-      const known = this.nodes.get(nd.n);
+      const known = this.nodeAt(nd.n);
       switch (nd.kind) {
         case 'element': {
           const attrs = nd.attrs.map(plainAttr);
@@ -169,12 +185,12 @@ export class CatpTreeBuilder<H> {
             const st = this.place(nd.parent, nd.n, this.sink.element(nd.tagName, nd.namespace, attrs));
             st.children = [];
           }
-          for (const a of nd.attrs) if (a.slot) this.addSlot(a.slot, 'attr', nd.n, (this.nodes.get(nd.n) as NodeState<H>).h, a);
+          for (const a of nd.attrs) if (a.slot) this.addSlot(a.slot, 'attr', nd.n, (this.nodeAt(nd.n) as NodeState<H>).h, a);
           break;
         }
         case 'content': {
           if (known !== undefined) known.provisional = false;
-          else this.nodes.set(nd.n, { h: this.sink.templateContent((this.nodes.get(nd.parent) as NodeState<H>).h), fronts: [], children: [], provisional: false });
+          else setAt(this.nodes, nd.n, { h: this.sink.templateContent((this.nodeAt(nd.parent) as NodeState<H>).h), fronts: NO_FRONTS, children: [], provisional: false });
           break;
         }
         case 'text':
@@ -189,7 +205,7 @@ export class CatpTreeBuilder<H> {
         case 'text-slot': {
           const h = this.sink.text('');
           const ph = nd.ref.stream === STREAM.VISIBLE ? this.sink.placeholder('slot', nd.ref.slot) : null;
-          this.place(nd.parent, nd.n, h, ph === null ? [] : [ph]);
+          this.place(nd.parent, nd.n, h, ph === null ? NO_FRONTS : [ph]);
           this.addSlot(nd.ref, 'text', nd.n, h, null, ph);
           break;
         }
@@ -205,17 +221,17 @@ export class CatpTreeBuilder<H> {
     const next = this.gaps.get(p.ordinal + 1);
     if (next !== undefined) this.removeFront(next.node, next.ph, p.ordinal + 1);
     if (p.ordinal > 0 && p.nodes.length > 0 && !this.pieces.has(p.ordinal - 1)) {
-      const first = this.nodes.get(p.firstNode) as NodeState<H>;
-      const parentState = this.nodes.get(p.nodes[0].parent) as NodeState<H>;
+      const first = this.nodeAt(p.firstNode) as NodeState<H>;
+      const parentState = this.nodeAt(p.nodes[0].parent) as NodeState<H>;
       const ph = this.sink.placeholder('index', p.ordinal - 1);
       this.sink.insertBefore(parentState.h, ph, this.lead(p.firstNode));
-      first.fronts.unshift(ph);
+      first.fronts = [ph, ...first.fronts];
       this.gaps.set(p.ordinal, { ph, node: p.firstNode });
     }
   }
 
   private removeFront(n: number, ph: H, gap: number): void {
-    const st = this.nodes.get(n);
+    const st = this.nodeAt(n);
     if (st !== undefined) {
       const i = st.fronts.indexOf(ph);
       if (i >= 0) st.fronts.splice(i, 1);
@@ -225,7 +241,7 @@ export class CatpTreeBuilder<H> {
   }
 
   private addSlot(ref: SlotRef, target: SlotState<H>['target'], node: number, h: H, attr: IndexAttr | null, placeholder: H | null = null): void {
-    this.slots.set(ref.slot, {
+    setAt(this.slots, ref.slot, {
       ref,
       target,
       node,
@@ -240,7 +256,7 @@ export class CatpTreeBuilder<H> {
   }
 
   private fill(f: SlotFill): boolean {
-    const s = this.slots.get(f.slot);
+    const s = this.slots[f.slot];
     if (s === undefined || f.part < 0 || f.part >= s.ref.parts) return false;
     if (s.parts === null) {
       // one part: the whole value
@@ -265,7 +281,7 @@ export class CatpTreeBuilder<H> {
       }
     }
     if (s.left === 0 && s.placeholder !== null) {
-      const st = this.nodes.get(s.node);
+      const st = this.nodeAt(s.node);
       if (st !== undefined) {
         const i = st.fronts.indexOf(s.placeholder);
         if (i >= 0) st.fronts.splice(i, 1);
