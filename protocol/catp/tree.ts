@@ -146,7 +146,9 @@ export class CatpTreeBuilder<H> {
     const kids = p.children as number[];
     const at = upper(kids, n);
     const before = at < kids.length ? this.lead(kids[at]) : null;
-    kids.splice(at, 0, n);
+    // in document order a node comes after its present siblings: a push (splice returns a new array per call)
+    if (at === kids.length) kids.push(n);
+    else kids.splice(at, 0, n);
     this.sink.insertBefore(p.h, h, before);
     for (const f of fronts) this.sink.insertBefore(p.h, f, h);
     const st: NodeState<H> = { h, fronts, children: null, provisional: false };
@@ -176,7 +178,8 @@ export class CatpTreeBuilder<H> {
       const known = this.nodeAt(nd.n);
       switch (nd.kind) {
         case 'element': {
-          const attrs = nd.attrs.map(plainAttr);
+          // an IndexAttr is a CatpAttr (its slot aside): sinks read attributes, and copy what they keep
+          const attrs: CatpAttr[] = nd.attrs;
           if (known !== undefined) {
             // a provisional ancestor: its attributes now
             if (attrs.length > 0) this.sink.setAttrs(known.h, attrs);
@@ -294,7 +297,8 @@ export class CatpTreeBuilder<H> {
   }
 }
 
-function plainAttr(a: IndexAttr): CatpAttr {
+/** An attribute's own fields (an IndexAttr's slot left behind). */
+function plainAttr(a: CatpAttr): CatpAttr {
   const c: CatpAttr = { name: a.name, value: a.value };
   if (a.namespace !== undefined) c.namespace = a.namespace;
   if (a.prefix !== undefined) c.prefix = a.prefix;
@@ -318,14 +322,14 @@ export const parse5Sink: CatpTreeSink<P5Node> = {
     return d;
   },
   element(tagName, namespace, attrs) {
-    return defaultTreeAdapter.createElement(tagName, namespace as DefaultTreeAdapterMap['element']['namespaceURI'], attrs.map((a) => ({ ...a })));
+    return defaultTreeAdapter.createElement(tagName, namespace as DefaultTreeAdapterMap['element']['namespaceURI'], attrs.map(plainAttr));
   },
   setAttrs(element, attrs) {
     const el = element as DefaultTreeAdapterMap['element'];
     for (const a of attrs) {
       const have = el.attrs.find((x) => x.name === a.name && x.namespace === a.namespace);
       if (have) have.value = a.value;
-      else el.attrs.push({ ...a });
+      else el.attrs.push(plainAttr(a));
     }
   },
   text(value) {
