@@ -40,8 +40,6 @@ import type { BrowserService } from './service';
 const APP_CSP = (hostPort: string, frameOrigin: string) =>
   `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src ws://${hostPort}; frame-src 'self' ${frameOrigin}; object-src 'none'; base-uri 'none'; form-action 'none'`;
 
-const WORKER_CSP = (hostPort: string) => `default-src 'none'; connect-src ws://${hostPort}`;
-
 export interface ShellServerOptions {
   /** Where app.html / app.js / app.css are (dist/renderer). */
   rendererDir: string;
@@ -98,8 +96,6 @@ export async function startShellServer(service: BrowserService, options: ShellSe
     '/__catp/frame.js': ['frame.js', 'text/javascript; charset=utf-8'],
     '/__catp/frame.js.map': ['frame.js.map', 'application/json'],
     '/__catp/app.css': ['app.css', 'text/css; charset=utf-8'],
-    '/__catp/api-worker.js': ['api-worker.js', 'text/javascript; charset=utf-8'],
-    '/__catp/api-worker.js.map': ['api-worker.js.map', 'application/json'],
   };
   let port = 0;
   let framePort = 0;
@@ -148,8 +144,6 @@ export async function startShellServer(service: BrowserService, options: ShellSe
       const body = await readFile(join(options.rendererDir, file[0]));
       const headers: Record<string, string> = { 'content-type': file[1], 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
       if (path.endsWith('.html')) headers['content-security-policy'] = APP_CSP(`${host}:${port}`, `http://${host}:${framePort}`);
-      // a worker's policy is its script's own: it may reach the host's socket and nothing else
-      if (path === '/__catp/api-worker.js') headers['content-security-policy'] = WORKER_CSP(`${host}:${port}`);
       res.writeHead(200, headers).end(body);
       return;
     }

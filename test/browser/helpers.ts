@@ -42,7 +42,6 @@ export async function buildRenderer(): Promise<string> {
   await build({ entryPoints: [join(ROOT, 'renderer', 'main.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'app.js'), logLevel: 'warning' });
   await build({ entryPoints: [join(ROOT, 'renderer', 'demo.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'demo.js'), logLevel: 'warning' });
   await build({ entryPoints: [join(ROOT, 'renderer', 'frame-agent.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'frame.js'), logLevel: 'warning' });
-  await build({ entryPoints: [join(ROOT, 'renderer', 'api-worker.ts')], bundle: true, format: 'iife', target: 'chrome110', outfile: join(out, 'api-worker.js'), logLevel: 'warning' });
   for (const f of ['index.html', 'app.css', 'demo.html', 'demo.css']) cpSync(join(ROOT, 'renderer', f), join(out, f));
   rendererBuilt = out;
   return out;
@@ -93,8 +92,6 @@ export interface RigOptions {
   height?: number;
   /** Payload store directory (DTD, CATP block reuse); default none, so loads never depend on earlier runs. */
   storeDir?: string;
-  /** The renderer's files (default: `buildRenderer()`'s). */
-  rendererDir?: string;
 }
 
 export async function startRig(o: RigOptions = {}): Promise<Rig> {
@@ -107,7 +104,7 @@ export async function startRig(o: RigOptions = {}): Promise<Rig> {
   }
   const server = await startServer({ root, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: o.rate ?? 4_000_000 } });
   const relay = o.loss ? await startLossyRelay(server.port, { loss: o.loss, seed: o.seed ?? 7, delayMs: o.delayMs ?? 0, ...(o.drop ? { drop: o.drop } : {}) }) : null;
-  const rendererDir = o.rendererDir ?? (await buildRenderer());
+  const rendererDir = await buildRenderer();
   const session = await startBrowserSession({
     rendererDir,
     shell: 'test-headless',
