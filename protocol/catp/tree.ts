@@ -93,11 +93,12 @@ function upper(a: readonly number[], v: number): number {
 
 export class CatpTreeBuilder<H> {
   root: H | null = null;
-  // Node and slot numbers are dense (pre-order, from 0), so plain arrays indexed by them: a Map's get and set were
-  // most of a large page's tree building (wikipedia-2). Grown with `undefined` up to a number before it is set, so
-  // they stay packed (a write far past the end would make V8 turn an array into a dictionary).
+  // Node numbers are dense (pre-order, from 0) and bounded (the assembler refuses a piece past its node limit), so
+  // a plain array indexed by them: a Map's get and set were most of a large page's tree building (wikipedia-2).
+  // Grown with `undefined` up to a number before it is set, so that it stays packed (a write far past the end would
+  // make V8 turn an array into a dictionary). Slot numbers are not bounded by the index's limits: a Map.
   private readonly nodes: Array<NodeState<H> | undefined> = [];
-  private readonly slots: Array<SlotState<H> | undefined> = [];
+  private readonly slots = new Map<number, SlotState<H>>();
   /** Index frame ordinal -> the placeholder standing for the frame before it, and the node it stands before. */
   private readonly gaps = new Map<number, { ph: H; node: number }>();
   private readonly pieces = new Map<number, IndexPiece>();
@@ -244,7 +245,7 @@ export class CatpTreeBuilder<H> {
   }
 
   private addSlot(ref: SlotRef, target: SlotState<H>['target'], node: number, h: H, attr: IndexAttr | null, placeholder: H | null = null): void {
-    setAt(this.slots, ref.slot, {
+    this.slots.set(ref.slot, {
       ref,
       target,
       node,
@@ -259,7 +260,7 @@ export class CatpTreeBuilder<H> {
   }
 
   private fill(f: SlotFill): boolean {
-    const s = this.slots[f.slot];
+    const s = this.slots.get(f.slot);
     if (s === undefined || f.part < 0 || f.part >= s.ref.parts) return false;
     if (s.parts === null) {
       // one part: the whole value

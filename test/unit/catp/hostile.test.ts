@@ -464,6 +464,18 @@ describe('hostile frames: header, duplicates, bounds', () => {
     expect(small.receive(page.frames[S[3]], 0).code).toBe(REJECT.ABSURD_COUNT);
   });
 
+  test('slot numbers as large as a varint carries (2^32 - 1) reach the tree builder without a table that size', () => {
+    // Node numbers are bounded by the node limit (above); slot numbers only by the wire. The tree builder keeps
+    // nodes in an array by number and slots in a map: an array grown to a slot number near 2^32 would never return.
+    const { b, deliver } = treeLoad(newAssembler());
+    for (const k of [0, 1, 2]) deliver(page.frames[S[k]]);
+    const r = deliver(indexFrame(piece(3, (p) => (p.firstSlot = 0xfffff000))));
+    expect(r.accepted).toBe(true); // slot numbers are checked against the neighbours' when they come
+    expect(parse5.serialize(b.root as Doc)).toContain(`waiting for slot ${0xfffff000}`);
+    // the honest frame 4 meets piece 3's slot numbers and is refused; what was built stays
+    expect(deliver(page.frames[S[4]]).code).toBe(REJECT.INDEX_CONFLICT);
+  });
+
   test('contradicting duplicates: the first copy is kept; a bad held copy is dropped and asked for again', () => {
     const bad = d0.slice();
     bad[bad.length - 1] ^= 0x20;
