@@ -73,6 +73,9 @@ interface SlotState<H> {
 /** No placeholder before a node (most nodes): shared, never written (a node that gets one gets a new array). */
 const NO_FRONTS: never[] = Object.freeze([]) as never[];
 
+/** Slots numbered below this are kept in an array (8 bytes a number up to the highest): the node limit's 2^20. */
+const SLOT_ARRAY_LIMIT = 1 << 20;
+
 /** `a[i] = v`, first growing `a` with `undefined` up to `i` (so that it stays a packed array). */
 function setAt<T>(a: Array<T | undefined>, i: number, v: T): void {
   while (a.length < i) a.push(undefined);
@@ -96,9 +99,11 @@ export class CatpTreeBuilder<H> {
   // Node numbers are dense (pre-order, from 0) and bounded (the assembler refuses a piece past its node limit), so
   // a plain array indexed by them: a Map's get and set were most of a large page's tree building (wikipedia-2).
   // Grown with `undefined` up to a number before it is set, so that it stays packed (a write far past the end would
-  // make V8 turn an array into a dictionary). Slot numbers are not bounded by the index's limits: a Map.
+  // make V8 turn an array into a dictionary). Slot numbers are dense too, but only the wire bounds them (2^32): an
+  // array up to SLOT_ARRAY_LIMIT, a Map past it (where only a hostile index numbers its slots).
   private readonly nodes: Array<NodeState<H> | undefined> = [];
-  private readonly slots = new Map<number, SlotState<H>>();
+  private readonly slots: Array<SlotState<H> | undefined> = [];
+  private readonly farSlots = new Map<number, SlotState<H>>();
   /** Index frame ordinal -> the placeholder standing for the frame before it, and the node it stands before. */
   private readonly gaps = new Map<number, { ph: H; node: number }>();
   private readonly pieces = new Map<number, IndexPiece>();
@@ -134,6 +139,10 @@ export class CatpTreeBuilder<H> {
 
   private nodeAt(n: number): NodeState<H> | undefined {
     return n < this.nodes.length ? this.nodes[n] : undefined;
+  }
+
+  private slotAt(n: number): SlotState<H> | undefined {
+    return n < this.slots.length ? this.slots[n] : this.farSlots.get(n);
   }
 
   private lead(n: number): H {
@@ -245,7 +254,7 @@ export class CatpTreeBuilder<H> {
   }
 
   private addSlot(ref: SlotRef, target: SlotState<H>['target'], node: number, h: H, attr: IndexAttr | null, placeholder: H | null = null): void {
-    this.slots.set(ref.slot, {
+    const st: SlotState<H> = {
       ref,
       target,
       node,
@@ -255,12 +264,14 @@ export class CatpTreeBuilder<H> {
       parts: ref.parts > 1 ? new Array<string | undefined>(ref.parts).fill(undefined) : null,
       left: ref.parts,
       placeholder,
-    });
+    };
+    if (ref.slot < SLOT_ARRAY_LIMIT) setAt(this.slots, ref.slot, st);
+    else this.farSlots.set(ref.slot, st);
     if (placeholder !== null) this.missingSlots++;
   }
 
   private fill(f: SlotFill): boolean {
-    const s = this.slots.get(f.slot);
+    const s = this.slotAt(f.slot);
     if (s === undefined || f.part < 0 || f.part >= s.ref.parts) return false;
     if (s.parts === null) {
       // one part: the whole value
