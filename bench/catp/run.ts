@@ -5,11 +5,14 @@
  * stream of the page), and the browser host's whole path per frame (assembling, the tree builder's DOM operations,
  * their JSON for the renderer). Prints a table and writes bench/results/catp.json.
  * Run from the project root: `npm run build && node dist/bench/catp/run.js` (CATP_BENCH_REPS=N assemble repeats,
- * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses). Corpus: $CATP_CORPUS or ../shared/corpus.
+ * CATP_BENCH_QUALITY=Q the codec's final quality, default 11 as the server uses; CATP_BENCH_BASELINE=DIR another checkout,
+ * built, whose host path runs beside this one's on the same frames: machines here are too noisy to compare two runs).
+ * Corpus: $CATP_CORPUS or ../shared/corpus.
  * Frames are decoded as the host decodes them (app/catp-codec.ts: libbrotli through the addon when it has it); beside
  * it, in the same run, assembling and decompressing with Node's decoder (`...NodeZlib...`), the host's fallback.
  */
 import * as fs from 'node:fs';
+import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as zlib from 'node:zlib';
@@ -18,9 +21,51 @@ import { blockFrames, brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, 
 import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
+import { BenchError } from '../errors';
 import { gitCommit } from '../commit';
 import { catpFirstText, streamFirstText } from './first-text';
 
+
+/** What the host path uses: this build's modules, or a baseline build's (CATP_BENCH_BASELINE=DIR, built in DIR/dist). */
+export interface HostModules {
+  StreamLoad: typeof StreamLoad;
+  StreamLoadEvents: typeof StreamLoadEvents;
+  PageNames: typeof PageNames;
+  sha256: typeof sha256;
+  codec: FrameCodec;
+}
+
+export function baselineModules(dir: string, quality: number): HostModules {
+  const load = createRequire(path.resolve(dir, 'package.json'));
+  const at = (m: string): unknown => {
+    try {
+      return load(`./dist/${m}`);
+    } catch (e) {
+      throw new BenchError('BENCH_ERR_USAGE', `CATP_BENCH_BASELINE=${dir}: cannot load dist/${m} (build that checkout first): ${(e as Error).message}`);
+    }
+  };
+  const catp = at('protocol/catp') as typeof import('../../protocol/catp');
+  return {
+    StreamLoad: catp.StreamLoad,
+    StreamLoadEvents: (at('app/browser/stream-events') as typeof import('../../app/browser/stream-events')).StreamLoadEvents,
+    PageNames: (at('app/browser/page-names') as typeof import('../../app/browser/page-names')).PageNames,
+    sha256: (at('platform/sha256') as typeof import('../../platform/sha256')).sha256,
+    codec: (at('app/catp-codec') as typeof import('../../app/catp-codec')).hostCodec({ finalQuality: quality }),
+  };
+}
+
+/** One run of the host's path over a page's frames in order: its time, and the `dom` events' JSON length. */
+export function hostPath(m: HostModules, frames: Uint8Array[]): { ms: number; json: number } {
+  const t = performance.now();
+  const load = new m.StreamLoad({ mode: 'catp', requestId: frames[0].slice(0, 8), otherPort: 0, sha256: m.sha256, codec: m.codec, sentAtMs: 0, sentRealtimeNs: null });
+  const events = new m.StreamLoadEvents(1, 0, new m.PageNames('dhttp://127.0.0.1/page.html'));
+  let json = 0;
+  frames.forEach((frame, k) => {
+    const { record, step } = load.receive(frame, k + 1, null);
+    for (const ev of events.frame(record, step.events)) if (ev.type === 'dom') json += JSON.stringify(ev).length;
+  });
+  return { ms: performance.now() - t, json };
+}
 
 function corpus(): string | null {
   for (const c of [process.env.CATP_CORPUS, path.resolve(process.cwd(), '../shared/corpus')]) {
@@ -81,6 +126,10 @@ function main(): void {
   let decompressMs = 0;
   let hostMs = 0;
   let domJson = 0;
+  const baseDir = process.env.CATP_BENCH_BASELINE;
+  const here: HostModules = { StreamLoad, StreamLoadEvents, PageNames, sha256, codec };
+  const baseline = baseDir ? baselineModules(baseDir, quality) : null;
+  let baseHostMs = 0;
   let totIndex = 0;
   let totIndexRaw = 0;
   let totWire = 0;
@@ -152,19 +201,17 @@ function main(): void {
     }
     const asmTree = (performance.now() - t) / reps;
     // ... and the browser host's whole path for a frame, in arrival order: the stream load (assembler, reports),
-    // the tree builder into DOM operations with the page's names, and the JSON the renderer's socket carries
-    t = performance.now();
+    // the tree builder into DOM operations with the page's names, and the JSON the renderer's socket carries;
+    // with a baseline, its build's path on the same frames, the two alternating which goes first
     let json = 0;
+    if (baseline !== null) hostPath(baseline, page.frames);
     for (let i = 0; i < reps; i++) {
-      const load = new StreamLoad({ mode: 'catp', requestId: page.frames[0].slice(0, 8), otherPort: 0, sha256, codec, sentAtMs: 0, sentRealtimeNs: null });
-      const events = new StreamLoadEvents(1, 0, new PageNames('dhttp://127.0.0.1/page.html'));
-      json = 0;
-      page.frames.forEach((frame, k) => {
-        const { record, step } = load.receive(frame, k + 1, null);
-        for (const ev of events.frame(record, step.events)) if (ev.type === 'dom') json += JSON.stringify(ev).length;
-      });
+      if (baseline !== null && i % 2 === 1) baseHostMs += hostPath(baseline, page.frames).ms / reps;
+      const r = hostPath(here, page.frames);
+      hostMs += r.ms / reps;
+      json = r.json;
+      if (baseline !== null && i % 2 === 0) baseHostMs += hostPath(baseline, page.frames).ms / reps;
     }
-    hostMs += (performance.now() - t) / reps;
     domJson += json;
     const wire = page.frames.reduce((n, fr) => n + fr.length, 0);
     const ftCatp = catpFirstText(page.frames, sha256, codec);
@@ -219,6 +266,10 @@ function main(): void {
     decompressOnlyNodeZlibMBps: +(mb / (decompressZlibMs / 1000)).toFixed(1),
     /** The browser host's path per frame (stream load, tree builder, DOM operations, their JSON), in order. */
     hostPathMBps: +(mb / (hostMs / 1000)).toFixed(1),
+    /** CATP_BENCH_BASELINE: the baseline build's host path on the same frames in the same run, and this one's over it. */
+    ...(baseline !== null && baseDir !== undefined
+      ? { baseline: { dir: baseDir, commit: gitCommit(baseDir), hostPathMBps: +(mb / (baseHostMs / 1000)).toFixed(1), hostPathTimeRatio: +(hostMs / baseHostMs).toFixed(3) } }
+      : {}),
     /** The `dom` events' JSON (what the renderer is handed) as % of the page's bytes. */
     domEventsJsonPctOfPage: +((100 * domJson) / totBytes).toFixed(1),
     indexPctOfPage: +((100 * totIndex) / totBytes).toFixed(1),
@@ -271,4 +322,4 @@ function main(): void {
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 
-main();
+if (require.main === module) main();

@@ -1,10 +1,15 @@
 // bench/catp's first-text measure: which text counts as shown, and the bytes before it is on hand for CATP (the real
-// assembler and tree builder, frames in send order) and for one brotli stream of the page.
+// assembler and tree builder, frames in send order) and for one brotli stream of the page; and its baseline, another
+// build's host path run beside this one's.
+import { join } from 'node:path';
 import * as zlib from 'node:zlib';
 import * as parse5 from 'parse5';
 
 import { catpFirstText, firstShownText, streamFirstText } from '../../bench/catp/first-text';
-import { encodePage } from '../../protocol/catp';
+import { baselineModules, hostPath, type HostModules } from '../../bench/catp/run';
+import { PageNames } from '../../app/browser/page-names';
+import { StreamLoadEvents } from '../../app/browser/stream-events';
+import { encodePage, StreamLoad } from '../../protocol/catp';
 import { codec, sha256 } from '../helpers/catp-util';
 
 const para = (i: number) => `<p>Paragraph ${i}: ${'lorem ipsum dolor sit amet '.repeat(12)}</p>`;
@@ -34,5 +39,26 @@ describe('bench/catp first text', () => {
     expect(bytes).toBeGreaterThan(50);
     expect(bytes).toBeLessThan(zlib.brotliCompressSync(Buffer.from(PAGE)).length / 2);
     expect(streamFirstText('<!DOCTYPE html><body><script>only script</script></body>')).toBeNull();
+  });
+});
+
+describe('bench/catp baseline (CATP_BENCH_BASELINE)', () => {
+  // the project's own build stands in for another checkout's: `npm test` builds dist/ first
+  const ROOT = join(__dirname, '..', '..');
+
+  test("a built checkout's host path runs on the same frames and makes DOM operations of the same size", () => {
+    const page = encodePage(PAGE, { sha256, codec });
+    const base = baselineModules(ROOT, 11);
+    const here: HostModules = { StreamLoad, StreamLoadEvents, PageNames, sha256, codec };
+    const a = hostPath(here, page.frames);
+    const b = hostPath(base, page.frames);
+    // the same operations; the events' times may differ by a digit
+    expect(Math.abs(b.json - a.json)).toBeLessThan(a.json / 100);
+    expect(a.json).toBeGreaterThan(PAGE.length / 2);
+    expect(b.ms).toBeGreaterThan(0);
+  });
+
+  test('a directory that holds no build is refused by name', () => {
+    expect(() => baselineModules(join(ROOT, 'test'), 11)).toThrow(expect.objectContaining({ code: 'BENCH_ERR_USAGE' }));
   });
 });
