@@ -264,7 +264,10 @@ test('path estimates persist beside the store: a fresh host starts from the link
     try {
       await first.host.fetch(`${origin}/naughty.gif`);
       measured = first.host.dtd!.policy.linkOf(origin).rttMs;
-      expect(measured).toBeLessThan(50); // loopback: far below the 50 ms assumed before any measurement
+      // a measurement, not the 50 ms assumed before any (on loopback it is far below; one cold exchange on a busy
+      // CI machine took 73 ms once, so the bound is not asserted)
+      expect(measured).toBeGreaterThan(0);
+      expect(measured).not.toBe(50);
       await first.host.flushStore();
     } finally {
       first.host.close();
