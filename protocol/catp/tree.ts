@@ -15,7 +15,7 @@
 import { defaultTreeAdapter } from 'parse5';
 import type { DefaultTreeAdapterMap } from 'parse5';
 import type { CatpEvent, SlotFill } from './assembler';
-import { NS_HTML, STREAM, type CatpAttr, type DocumentMode, type IndexAttr, type IndexPiece, type SlotRef } from './index-piece';
+import { DEFAULT_INDEX_LIMITS, NS_HTML, STREAM, type CatpAttr, type DocumentMode, type IndexAttr, type IndexPiece, type SlotRef } from './index-piece';
 
 /** What a tree needs to offer. `H` is a handle to any node. */
 export interface CatpTreeSink<H> {
@@ -73,8 +73,8 @@ interface SlotState<H> {
 /** No placeholder before a node (most nodes): shared, never written (a node that gets one gets a new array). */
 const NO_FRONTS: never[] = Object.freeze([]) as never[];
 
-/** Slots numbered below this are kept in an array (8 bytes a number up to the highest): the node limit's 2^20. */
-const SLOT_ARRAY_LIMIT = 1 << 20;
+/** Slots numbered below this are kept in an array (8 bytes a number up to the highest): the default node limit. */
+const SLOT_ARRAY_LIMIT = DEFAULT_INDEX_LIMITS.maxNodes;
 
 /** `a[i] = v`, first growing `a` with `undefined` up to `i` (so that it stays a packed array). */
 function setAt<T>(a: Array<T | undefined>, i: number, v: T): void {
