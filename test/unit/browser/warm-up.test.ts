@@ -1,4 +1,4 @@
-// The session's warm-up (app/browser/warm-up.ts): the small page goes through the same code as a real load's
+// The session's warm-up (app/browser/warm-up.ts): the generated page goes through the same code as a real load's
 // frames, CATP (index and data frames into DOM operations) and in-order (raw frames into its markup), and
 // completes both ways; a failure throws.
 import { parse, serialize } from 'parse5';
@@ -21,14 +21,24 @@ test('every round completes (a second warm-up is as good as the first)', () => {
   expect(warmUpLoadPath(2)).toEqual(first);
 });
 
-test('the warm-up page is what a real page is made of: head, styles, links, lists, a table, images, SVG, comments', () => {
+test('the warm-up page is what a real page is made of: head, styles, links, lists, tables, images, SVG, comments', () => {
   const html = serialize(parse(WARM_UP_PAGE, { scriptingEnabled: false }));
-  for (const tag of ['<style>', '<link ', '<script>', '<a href=', '<ul>', '<table>', '<img ', '<svg ', '<!--']) expect(html).toContain(tag);
+  for (const tag of ['<meta ', '<style>', '<link ', '<script>', '<a ', '<ul ', '<ol>', '<table ', '<img ', '<picture>', '<svg ', '<template ', '<form ', '<pre>', '<!--']) {
+    expect(html).toContain(tag);
+  }
+  // text in scripts of two, three and four UTF-8 bytes a character
+  expect(html).toMatch(/Straße/);
+  expect(html).toMatch(/日本語/);
+  expect(html).toMatch(/😀/);
+  // large enough for V8 to optimize what it runs (warm-up.ts), small enough to encode in a few tens of ms
+  expect(WARM_UP_PAGE.length).toBeGreaterThan(30_000);
+  expect(WARM_UP_PAGE.length).toBeLessThan(100_000);
 });
 
-test('in the background it runs its rounds a turn of the event loop each, and stops when a load begins', async () => {
-  expect(await warmUpInBackground(() => false, 4)).toBe(4);
-  // other work of the event loop goes on between rounds (here a chain of its own): the shell is never kept waiting
+test('in the background it runs its rounds a frame a turn of the event loop, and stops when a load begins', async () => {
+  const { catp, inorder } = warmUpLoadPath(1);
+  const stepsPerRound = catp.frames + inorder.frames;
+  // other work of the event loop goes on between frames (here a chain of its own): the shell is never kept waiting
   let turns = 0;
   let stop = false;
   const tick = () => {
@@ -36,10 +46,12 @@ test('in the background it runs its rounds a turn of the event loop each, and st
     if (!stop) setImmediate(tick);
   };
   setImmediate(tick);
-  // busy after the second round: the load's own frames take over
-  let asked = 0;
-  expect(await warmUpInBackground(() => ++asked > 2, 10)).toBe(2);
+  expect(await warmUpInBackground(() => false, 2)).toBe(2);
   stop = true;
-  expect(turns).toBeGreaterThanOrEqual(2);
+  expect(turns).toBeGreaterThanOrEqual(2 * stepsPerRound - 2);
+  // busy three frames into the second round: the load's own frames take over, the round is not finished
+  let asked = 0;
+  expect(await warmUpInBackground(() => ++asked > stepsPerRound + 3, 10)).toBe(1);
+  expect(asked).toBe(stepsPerRound + 4);
   expect(await warmUpInBackground(() => true)).toBe(0);
 });
