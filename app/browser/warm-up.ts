@@ -64,8 +64,9 @@ function section(i: number): string {
 /**
  * What real pages are made of, generated: a long head (metadata, icons, preloads, a stylesheet, a style and a script
  * of their own), then articles, navigation, tables, images and SVG, deep wrappers, lists, templates and comments,
- * with text in several scripts. ~60 KB, in ~30 frames: each part of the path runs long enough for V8 to optimize it
- * (after thirty rounds of the 6 KB page this replaces, the first large page's host path took ~1.8x as long).
+ * with text in several scripts. ~60 KB, 29 CATP frames at quality 2: each part of the path runs long enough for V8
+ * to optimize it (after thirty rounds of the 6 KB page this replaces, the first large page's host path took ~1.8x as
+ * long).
  */
 export const WARM_UP_PAGE = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
