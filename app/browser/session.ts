@@ -47,8 +47,9 @@ export async function startBrowserSession(options: BrowserSessionOptions = {}): 
   const service = new BrowserService(opened ? { ...options, store: opened } : options);
   const shell = await startShellServer(service, { rendererDir, ...(options.unixSocket ? { unixSocket: options.unixSocket } : {}) });
   service.setViewUrl(shell.viewUrl);
-  // while the shell (Chromium, Electron) starts: the first page's frames then meet compiled code (warm-up.ts)
-  void warmUpInBackground(() => service.currentLoadId !== null);
+  // while the shell (Chromium, Electron) starts: the first page's frames then meet compiled code (warm-up.ts); it
+  // stops when a load begins or the session closes (its steps keep the event loop awake until then)
+  void warmUpInBackground(() => service.currentLoadId !== null || service.closed);
   return {
     service,
     shell,
