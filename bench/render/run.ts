@@ -8,6 +8,8 @@
 // the update stamped after the slice that finished its operations); latency = that paint time (rAF +
 // MessageChannel, epoch ms) - the frame's kernel receive time (CLOCK_REALTIME, epoch ms). Both clocks are
 // the wall clock, read in two processes: the figures carry that (sub-millisecond) uncertainty.
+// The same split at the load's first paint: the frames that arrived before it (the first flight, which a fast link
+// lands at once and which waits for the page's first pieces to be built) and those after it (the page streaming in).
 // Fill throughput: blocks painted / (last block paint - first block paint).
 // Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page, the floor any renderer
 // meets for building this page on this machine (when a whole page arrives at once, its last frame cannot be
@@ -64,20 +66,29 @@ export interface Stages { host: number[]; ipc: number[]; apply: number[]; paint:
 
 /**
  * Per-frame receive-to-paint latencies and the fill rate of one load record: the k-th useful frame (index or data,
- * in arrival order) is shown by the paint the renderer recorded for the k-th `dom` event.
+ * in arrival order) is shown by the paint the renderer recorded for the k-th `dom` event. Beside all of them, split
+ * at the load's first paint: the frames that arrived before it (the sender's first flight, which lands at once on a
+ * fast link and waits while the renderer builds the page's first pieces) and the frames after it (the page as it
+ * streams in).
  */
-export function analyse(record: LoadRecord): { latencies: number[]; blocks: number; fillPerSec: number; stages: Stages } {
+export function analyse(record: LoadRecord): {
+  latencies: number[]; beforeFirstPaint: number[]; afterFirstPaint: number[]; blocks: number; fillPerSec: number; stages: Stages;
+} {
   const frames = record.arrivals.filter((f) => f.useful && (f.kind === 'data' || f.kind === 'index'));
   const painted = record.domPaintedAtEpochMs ?? [];
   const n = Math.min(frames.length, painted.length);
   const stages: Stages = { host: [], ipc: [], apply: [], paint: [] };
   const latencies: number[] = [];
+  const beforeFirstPaint: number[] = [];
+  const afterFirstPaint: number[] = [];
+  const firstPaint = Math.min(...painted.slice(0, n).filter(Number.isFinite));
   let first = Infinity;
   let last = -Infinity;
   for (let k = 0; k < n; k++) {
     const p = painted[k]!;
     if (!Number.isFinite(p)) continue;
     latencies.push(p - frames[k]!.atEpochMs);
+    (frames[k]!.atEpochMs < firstPaint ? beforeFirstPaint : afterFirstPaint).push(p - frames[k]!.atEpochMs);
     first = Math.min(first, p);
     last = Math.max(last, p);
     const [sent, got, applied] = [record.domSentAtEpochMs?.[k], record.domReceivedAtEpochMs?.[k], record.domAppliedAtEpochMs?.[k]];
@@ -87,9 +98,9 @@ export function analyse(record: LoadRecord): { latencies: number[]; blocks: numb
     stages.apply.push(applied - got);
     stages.paint.push(p - applied);
   }
-  for (const v of [latencies, ...Object.values(stages)] as number[][]) v.sort((a, b) => a - b);
+  for (const v of [latencies, beforeFirstPaint, afterFirstPaint, ...Object.values(stages)] as number[][]) v.sort((a, b) => a - b);
   const span = latencies.length > 1 ? (last - first) / 1000 : 0;
-  return { latencies, blocks: latencies.length, fillPerSec: span > 0 ? latencies.length / span : NaN, stages };
+  return { latencies, beforeFirstPaint, afterFirstPaint, blocks: latencies.length, fillPerSec: span > 0 ? latencies.length / span : NaN, stages };
 }
 
 function browse(url: string, record: string): Promise<void> {
@@ -142,6 +153,8 @@ const ms = (n: number) => n.toFixed(1).padStart(6);
 async function atRate(opts: Options, dir: string, rate: number) {
   const server = await startServer({ root: dir, port: 0, host: '127.0.0.1', catp: { rateBytesPerSec: rate, maxRateBytesPerSec: rate, coldEncode: 'best' } });
   const all: number[] = [];
+  const before: number[] = [];
+  const after: number[] = [];
   const stages: Stages = { host: [], ipc: [], apply: [], paint: [] };
   const rows: Row[] = [];
   console.log(`\nCATP at up to ${rate.toLocaleString('en-US')} B/s`);
@@ -159,6 +172,8 @@ async function atRate(opts: Options, dir: string, rate: number) {
       const record = JSON.parse(fs.readFileSync(rec, 'utf8')) as LoadRecord;
       const a = analyse(record);
       all.push(...a.latencies);
+      before.push(...a.beforeFirstPaint);
+      after.push(...a.afterFirstPaint);
       for (const k of Object.keys(stages) as (keyof Stages)[]) stages[k].push(...a.stages[k]);
       const row: Row = {
         run, blocks: a.blocks, ...q(a.latencies), fillPerSec: a.fillPerSec, silentTimeMs: record.silentTimeMs, completeMs: record.completeMs,
@@ -170,18 +185,23 @@ async function atRate(opts: Options, dir: string, rate: number) {
   } finally {
     await server.close();
   }
-  all.sort((a, b) => a - b);
-  for (const v of Object.values(stages) as number[][]) v.sort((a, b) => a - b);
+  for (const v of [all, before, after, ...Object.values(stages)] as number[][]) v.sort((a, b) => a - b);
   const fills = rows.map((r) => r.fillPerSec).sort((a, b) => a - b);
   const summary = {
     rate,
     blocks: all.length,
     latencyMs: q(all),
+    /** The frames that arrived before the load's first paint (the first flight), and those after it. */
+    beforeFirstPaint: { frames: before.length, latencyMs: q(before) },
+    afterFirstPaint: { frames: after.length, latencyMs: q(after) },
     stagesMs: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, q(v)])) as Record<keyof Stages, ReturnType<typeof q>>,
     fillBlocksPerSec: { median: quantile(fills, 0.5) },
   };
   console.log(`receive-to-paint p50 ${summary.latencyMs.p50.toFixed(1)} ms, p95 ${summary.latencyMs.p95.toFixed(1)} ms, max ${summary.latencyMs.max.toFixed(1)} ms ` +
     `over ${summary.blocks} frames; fill ${Math.round(summary.fillBlocksPerSec.median).toLocaleString('en-US')} blocks/s (median run)`);
+  console.log(`  frames that arrived before the first paint (the first flight): ${before.length}, p50 ${summary.beforeFirstPaint.latencyMs.p50.toFixed(1)}, ` +
+    `max ${summary.beforeFirstPaint.latencyMs.max.toFixed(1)} ms; after it: ${after.length}, p50 ${summary.afterFirstPaint.latencyMs.p50.toFixed(1)}, ` +
+    `p95 ${summary.afterFirstPaint.latencyMs.p95.toFixed(1)}, max ${summary.afterFirstPaint.latencyMs.max.toFixed(1)} ms`);
   console.log(`  where it goes (p50 / p95 ms): ${(Object.keys(stages) as (keyof Stages)[]).map((k) => `${k} ${summary.stagesMs[k].p50.toFixed(1)} / ${summary.stagesMs[k].p95.toFixed(1)}`).join(', ')}`);
   return { summary, runs: rows };
 }
@@ -209,8 +229,12 @@ async function main(): Promise<void> {
   const nativeMs = { p50: quantile(native, 0.5), max: native.at(-1) ?? NaN };
   console.log(`\nstock Chromium, same page over HTTP/1.1 (loopback): last byte to painted page p50 ${nativeMs.p50.toFixed(1)} ms, ` +
     `max ${nativeMs.max.toFixed(1)} ms over ${native.length} loads (the floor for building this page at all on this machine)`);
-  console.log('\nrate B/s      p50 ms  p95 ms  max ms');
-  for (const r of results) console.log(`${r.summary.rate.toLocaleString('en-US').padEnd(12)}  ${ms(r.summary.latencyMs.p50)}  ${ms(r.summary.latencyMs.p95)}  ${ms(r.summary.latencyMs.max)}`);
+  console.log('\nrate B/s      p50 ms  p95 ms  max ms   first flight: frames  max ms   after it: p95 ms');
+  for (const r of results) {
+    const s = r.summary;
+    console.log(`${s.rate.toLocaleString('en-US').padEnd(12)}  ${ms(s.latencyMs.p50)}  ${ms(s.latencyMs.p95)}  ${ms(s.latencyMs.max)}` +
+      `   ${String(s.beforeFirstPaint.frames).padStart(20)}  ${ms(s.beforeFirstPaint.latencyMs.max)}   ${ms(s.afterFirstPaint.latencyMs.p95).padStart(16)}`);
+  }
   const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'render.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, rates: results }, null, 2)}\n`);

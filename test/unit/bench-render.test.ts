@@ -32,6 +32,18 @@ describe('bench/render analyse', () => {
     expect(a.fillPerSec).toBeCloseTo(3 / 0.034);
   });
 
+  test('frames split at the load\'s first paint: the first flight before it, the streaming page after it', () => {
+    // frames 0 and 2 arrive before the first paint (116), frame 3 after it
+    const a = analyse(record({ arrivals: [frame(0, 100, true, 'index'), frame(1, 110, false), frame(2, 112), frame(3, 130)], domPaintedAtEpochMs: [116, 140, 150] }));
+    expect(a.latencies).toEqual([16, 20, 28]);
+    expect(a.beforeFirstPaint).toEqual([16, 28]);
+    expect(a.afterFirstPaint).toEqual([20]);
+    // a paint never stamped is in neither
+    const b = analyse(record({ domPaintedAtEpochMs: [NaN, 125, 150] }));
+    expect(b.beforeFirstPaint).toEqual([5]);
+    expect(b.afterFirstPaint).toEqual([20]);
+  });
+
   test('a paint never stamped is left out, and a record without the stamps has latencies only', () => {
     const a = analyse(record({ domPaintedAtEpochMs: [116, NaN, 150] }));
     expect(a.latencies).toEqual([16, 20]);
