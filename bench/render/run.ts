@@ -8,7 +8,7 @@
 // the update stamped after the slice that finished its operations); latency = that paint time (rAF +
 // MessageChannel, epoch ms) - the frame's kernel receive time (CLOCK_REALTIME, epoch ms). Both clocks are
 // the wall clock, read in two processes: the figures carry that (sub-millisecond) uncertainty.
-// The same split at the load's first paint: the frames that arrived before it (the first flight, which a fast link
+// The frames are also split at the load's first paint: those that arrived before it (the first flight, which a fast link
 // lands at once and which waits for the page's first pieces to be built) and those after it (the page streaming in).
 // Fill throughput: blocks painted / (last block paint - first block paint).
 // Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page, the floor any renderer
