@@ -82,14 +82,12 @@ export function analyse(record: LoadRecord): {
   const beforeFirstPaint: number[] = [];
   const afterFirstPaint: number[] = [];
   const firstPaint = Math.min(...painted.slice(0, n).filter(Number.isFinite));
-  let first = Infinity;
   let last = -Infinity;
   for (let k = 0; k < n; k++) {
     const p = painted[k]!;
     if (!Number.isFinite(p)) continue;
     latencies.push(p - frames[k]!.atEpochMs);
     (frames[k]!.atEpochMs < firstPaint ? beforeFirstPaint : afterFirstPaint).push(p - frames[k]!.atEpochMs);
-    first = Math.min(first, p);
     last = Math.max(last, p);
     const [sent, got, applied] = [record.domSentAtEpochMs?.[k], record.domReceivedAtEpochMs?.[k], record.domAppliedAtEpochMs?.[k]];
     if (sent === undefined || got === undefined || applied === undefined || ![sent, got, applied].every(Number.isFinite)) continue;
@@ -99,7 +97,7 @@ export function analyse(record: LoadRecord): {
     stages.paint.push(p - applied);
   }
   for (const v of [latencies, beforeFirstPaint, afterFirstPaint, ...Object.values(stages)] as number[][]) v.sort((a, b) => a - b);
-  const span = latencies.length > 1 ? (last - first) / 1000 : 0;
+  const span = latencies.length > 1 ? (last - firstPaint) / 1000 : 0;
   return { latencies, beforeFirstPaint, afterFirstPaint, blocks: latencies.length, fillPerSec: span > 0 ? latencies.length / span : NaN, stages };
 }
 
