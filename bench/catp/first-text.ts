@@ -50,6 +50,60 @@ export function catpBytesUntil(frames: readonly Uint8Array[], sha256: (b: Uint8A
   return null;
 }
 
+/** The document's nodes in pre-order (the document is 0), as a browser's DOM walk numbers them. */
+export function preorder(root: Node): Node[] {
+  const out: Node[] = [];
+  const stack: Node[] = [root];
+  while (stack.length > 0) {
+    const n = stack.pop() as Node;
+    out.push(n);
+    const kids = 'childNodes' in n ? (n.childNodes as Node[]) : [];
+    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+  }
+  return out;
+}
+
+/**
+ * CATP: bytes and frames sent, in send order, until each of the text nodes `targets` names (pre-order numbers in the
+ * finished tree) holds its final text (null: the frames never finish the page). Numbers are those of the finished
+ * tree: while a piece is missing, the assembled tree lacks its nodes and holds a placeholder instead, so a node's
+ * position moves as frames come (the head's unpainted pieces come after the top of the body). Each text node is
+ * followed instead: the frame that last changed it.
+ */
+export function catpBytesUntilSettled(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec, targets: readonly number[]): { bytes: number; frames: number } | null {
+  const asm = new CatpAssembler({ sha256, codec });
+  const tree = parse5TreeBuilder();
+  const last = new Map<Text, { value: string; frame: number }>();
+  let complete = false;
+  for (let k = 0; k < frames.length; k++) {
+    asm.receive(frames[k], 0);
+    let changed = false;
+    for (let e = asm.nextEvent(); e; e = asm.nextEvent()) {
+      tree.apply(e);
+      changed = true;
+      if (e.type === 'page-complete') complete = true;
+    }
+    if (!changed || tree.root === null) continue;
+    for (const n of preorder(tree.root as Node)) {
+      if (n.nodeName !== '#text') continue;
+      const t = n as Text;
+      const seen = last.get(t);
+      if (seen === undefined || seen.value !== t.value) last.set(t, { value: t.value, frame: k });
+    }
+  }
+  if (!complete || tree.root === null) return null;
+  const nodes = preorder(tree.root as Node);
+  let upTo = -1;
+  for (const n of targets) {
+    const seen = nodes[n]?.nodeName === '#text' ? last.get(nodes[n] as Text) : undefined;
+    if (seen === undefined) return null;
+    upTo = Math.max(upTo, seen.frame);
+  }
+  let bytes = 0;
+  for (let k = 0; k <= upTo; k++) bytes += frames[k].length;
+  return { bytes, frames: upTo + 1 };
+}
+
 /** CATP: bytes and frames sent, in send order, until the first shown text is in the assembled tree (null: never). */
 export function catpFirstText(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec): { bytes: number; frames: number } | null {
   return catpBytesUntil(frames, sha256, codec, (root) => firstShownText(root) !== null);

@@ -9,9 +9,10 @@
 //    it): its compressed size up to the end of the last of them.
 //
 // Text only: images, backgrounds and boxes also paint, and a screen can look done before its last line of text; but
-// text is what a reader waits for, and what both transports carry. Nodes are matched by pre-order number (Chromium's
-// DOM of the scripting-off parse and parse5's tree are the same tree; a page where the node counts differ is skipped
-// and named).
+// text is what a reader waits for, and what both transports carry. Nodes are matched by pre-order number in the
+// finished tree (Chromium's DOM of the scripting-off parse and parse5's tree are the same tree; a page where the node
+// counts differ is skipped and named), each followed through the assembly to the frame that last changed it: while a
+// piece is missing its nodes are absent and a placeholder stands in, so positions move until it comes.
 //
 //   npm run build && npm run bench:viewport -- [--pages DIR|FILE[,FILE...]] [--viewport 1280x800] [--out FILE]
 import * as fs from 'node:fs';
@@ -26,7 +27,7 @@ import { hostCodec } from '../../app/catp-codec';
 import { sha256 } from '../../platform/sha256';
 import { encodePage } from '../../protocol/catp';
 import { BenchError } from '../errors';
-import { catpBytesUntil } from '../catp/first-text';
+import { catpBytesUntilSettled, preorder } from '../catp/first-text';
 import { gitCommit } from '../commit';
 
 type Node = DefaultTreeAdapterMap['node'];
@@ -78,29 +79,6 @@ function parseArgs(argv: string[]): Options | null {
   });
   if (files.length === 0) throw new BenchError('BENCH_ERR_USAGE', 'no .html pages to measure');
   return { pages: files, width, height, out };
-}
-
-/** parse5's nodes in pre-order (the document is 0), as Chromium's DOM walk numbers them. */
-function preorder(root: Node): Node[] {
-  const out: Node[] = [];
-  const stack: Node[] = [root];
-  while (stack.length > 0) {
-    const n = stack.pop() as Node;
-    out.push(n);
-    const kids = 'childNodes' in n ? (n.childNodes as Node[]) : [];
-    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
-  }
-  return out;
-}
-
-/** Whether every target text node (pre-order number → its text) is in the tree, whole. */
-function allWhole(root: Node, targets: ReadonlyMap<number, string>): boolean {
-  const nodes = preorder(root);
-  for (const [n, text] of targets) {
-    const node = nodes[n];
-    if (!node || node.nodeName !== '#text' || (node as DefaultTreeAdapterMap['textNode']).value !== text) return false;
-  }
-  return true;
 }
 
 const pct = (xs: number[], p: number): number => {
@@ -170,11 +148,10 @@ async function main(): Promise<void> {
         skipped.push({ page: name, why: 'no text on the first screen' });
         continue;
       }
-      const targets = new Map(shown.texts.map((n) => [n, (nodes[n] as DefaultTreeAdapterMap['textNode']).value] as const));
       const end = Math.max(...shown.texts.map((n) => nodes[n].sourceCodeLocation?.endOffset ?? 0));
       const stream = zlib.brotliCompressSync(Buffer.from(html.slice(0, end))).length;
       const encoded = encodePage(bytes, { sha256, codec });
-      const catp = catpBytesUntil(encoded.frames, sha256, codec, (root) => allWhole(root, targets));
+      const catp = catpBytesUntilSettled(encoded.frames, sha256, codec, shown.texts);
       if (catp === null) throw new BenchError('BENCH_ERR_INCOMPLETE', `${name}: the first screen's text never came whole from CATP's frames`);
       const ratio = +(catp.bytes / stream).toFixed(2);
       rows.push({ page: name, bytes: bytes.length, texts: shown.texts.length, catpBytes: catp.bytes, catpFrames: catp.frames, framesInAll: encoded.frames.length, streamBytes: stream, ratio });

@@ -294,7 +294,10 @@ class Watcher {
     for (const nd of p.nodes) expect(at.has(nd.n)).toBe(true);
     if (p.nodeCount === 0) return;
     const tags: string[] = [];
-    for (let u = (at.get(p.firstNode) as P5Element | undefined)?.parentNode; u && 'tagName' in u; u = u.parentNode) tags.unshift(u.tagName);
+    const first = at.get(p.firstNode);
+    // a piece may start at a <template>'s content, which parse5 keeps on its template without a parentNode
+    const host = first?.nodeName === '#document-fragment' ? (got.nodes.find((n) => 'content' in n && (n as parse5.DefaultTreeAdapterMap['template']).content === first) as P5Element | undefined) : undefined;
+    for (let u = host ?? (first as P5Element | undefined)?.parentNode; u && 'tagName' in u; u = u.parentNode) tags.unshift(u.tagName);
     const lastContent = p.chain.map((c) => c.content).lastIndexOf(true);
     expect(tags).toEqual(p.chain.slice(lastContent + 1).map((c) => c.tagName));
   }
