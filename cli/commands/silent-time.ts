@@ -6,6 +6,7 @@ import { writeChart } from '../../lab/silent-time/chart';
 import { generatedPages, pagesFromPaths, parseSize, type PageSpec } from '../../lab/silent-time/pages';
 import { formatCsv, formatJson, formatTable, summarize } from '../../lab/silent-time/report';
 import { LoadLogError, openLoadLog, readLoadLog, type LoadLog } from '../../lab/silent-time/load-log';
+import { formatPaired, formatVersus, paired, versus, type PairedRow } from '../../lab/silent-time/versus';
 import { runSilentTime, type LoadResult, type Progress } from '../../lab/silent-time/run';
 import { transportByName, TRANSPORTS } from '../../lab/silent-time/transports';
 import { CAPTURE_MODES, DEFAULT_CAPTURE, isCaptureMode, UNRECORDED_CAPTURE } from '../../lab/silent-time/updates';
@@ -54,7 +55,13 @@ output:
                        settings), the loads in it are kept and not measured again: an interrupted run resumes
   --from FILE[,FILE]   no measuring: the table, --json, --csv and --chart from --log files (several: e.g.
                        one run per page size, drawn as one chart with a panel per page)
-  --json FILE          every load and the summary
+  --baseline FILE[,FILE]
+                       beside the report, this run against an earlier one (its --log files) load for
+                       load: loads with the same page, transport, loss, repetition and seed met the same
+                       drop pattern; per transport and loss the geometric mean of silent time, first paint
+                       and completion over the baseline's, and in how many pairs silent time is lower.
+                       (Without it the report still sets catp against each other transport, page by page.)
+  --json FILE          every load and the summary (with the catp-against-others and --baseline tables)
   --csv FILE           the summary table
   --chart FILE         silent time vs loss, one line per transport, floor dashed (.svg, or .png via Chromium)
   --trace DIR          one JSON file per load measured: every packet the emulator saw (arrive, depart, drop,
@@ -88,6 +95,7 @@ const options = {
   capture: { type: 'string' },
   log: { type: 'string' },
   from: { type: 'string' },
+  baseline: { type: 'string' },
   json: { type: 'string' },
   csv: { type: 'string' },
   chart: { type: 'string' },
@@ -141,7 +149,8 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     io.stdout.write(HELP);
     return 0;
   }
-  if (values.from !== undefined) return fromLog(values.from, values, io);
+  const baseline = values.baseline !== undefined ? readLogs(values.baseline, 'baseline') : undefined;
+  if (values.from !== undefined) return fromLog(values.from, values, io, baseline);
   const losses = (list(values.loss) ?? ['0', '0.05', '0.1', '0.2']).map((s) => num(s, 'loss', 0, 0.99, 0));
   const sizes = (list(values.sizes) ?? []).map((s) => {
     try {
@@ -217,7 +226,7 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
     const wallMs = Date.now() - t0;
     const measured = results.length - (log?.previous.size ?? 0);
     const footer = `${results.length} loads (${measured} measured in ${fmtDuration(wallMs)}${measured < results.length ? `, ${results.length - measured} from ${values.log}` : ''}); link: delay ${delayMs} ms, rate ${rate} B/s, ${burstLen ? `bursts of ${burstLen} packets` : 'Bernoulli loss'}, seed ${seed}; ${pacingLabel(oracleRate)}; ${captureLabel(capture)}`;
-    await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs, oracleRate);
+    await writeOutputs(values, io, results, { command: `catp silent-time ${argv.join(' ')}`, settings, startedAt: started.toISOString(), wallMs }, footer, rate, delayMs, oracleRate, baseline);
     return results.some((r) => r.ok) ? 0 : 1;
   } finally {
     log?.close();
@@ -231,11 +240,60 @@ interface OutputValues {
   chart?: string;
 }
 
-async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[], meta: { command: string; settings: Record<string, unknown>; startedAt: string | null; wallMs: number | null }, footer: string, rate: number, delayMs: number, oracleRate: boolean): Promise<void> {
+/** Load logs read for --from or --baseline. */
+interface Logs {
+  names: string[];
+  logs: Array<{ file: string; settings: unknown; loads: LoadResult[]; tornLines: number }>;
+}
+
+function readLogs(files: string, flag: string): Logs {
+  const names = files.split(',').map((f) => f.trim()).filter(Boolean);
+  if (names.length === 0) throw new UsageError(`--${flag} needs a load log file`);
+  const logs = names.map((file) => {
+    try {
+      return { file, ...readLoadLog(file) };
+    } catch (err) {
+      if (err instanceof LoadLogError) throw new UsageError(err.message);
+      throw err;
+    }
+  });
+  return { names, logs };
+}
+
+/** What a log's settings say of the link; logs written before rate discovery have no oracleRate: their senders were told the rate. */
+function linkOf(st: unknown): { rate: number; delayMs: number; burst: unknown; oracleRate: boolean } {
+  const o = (st ?? {}) as { rate?: unknown; delayMs?: unknown; burst?: unknown; oracleRate?: unknown };
+  return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null, oracleRate: o.oracleRate !== false };
+}
+
+/** How a log's frames were captured; logs written before session 43 record no capture unless it was damage. */
+function captureOf(st: unknown): unknown {
+  return ((st ?? {}) as { capture?: unknown }).capture ?? UNRECORDED_CAPTURE;
+}
+
+/** A warning on stderr for each log measured on another link, or captured otherwise, than `settings` (named `what`). */
+function warnIfOther(io: Io, logs: Logs['logs'], settings: unknown, what: string): void {
+  for (const l of logs) {
+    if (JSON.stringify(linkOf(l.settings)) !== JSON.stringify(linkOf(settings))) io.stderr.write(`silent-time: warning: ${l.file} was measured on another link than ${what}\n`);
+    if (captureOf(l.settings) !== captureOf(settings)) io.stderr.write(`silent-time: warning: ${l.file} was captured otherwise (--capture ${String(captureOf(l.settings))}) than ${what} (${String(captureOf(settings))})\n`);
+  }
+}
+
+async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[], meta: { command: string; settings: Record<string, unknown>; startedAt: string | null; wallMs: number | null }, footer: string, rate: number, delayMs: number, oracleRate: boolean, baseline?: Logs): Promise<void> {
   const rows = summarize(results);
   io.stdout.write(formatTable(rows));
+  const vs = versus(rows);
+  if (vs.length) io.stdout.write(`\n${formatVersus(vs)}`);
+  let pairs: PairedRow[] | undefined;
+  if (baseline !== undefined) {
+    // a --from report's settings are those of its first log (or a list of them)
+    const own = meta.settings.logs === undefined ? meta.settings : (meta.settings.logs as Array<{ settings: unknown }>)[0]?.settings;
+    warnIfOther(io, baseline.logs, own, 'this run');
+    pairs = paired(results, baseline.logs.flatMap((l) => l.loads));
+    io.stdout.write(`\n${formatPaired(pairs, baseline.names.join(', '))}`);
+  }
   io.stdout.write(`\n${footer}\n`);
-  if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', ...meta, summary: rows, loads: results }));
+  if (values.json) fs.writeFileSync(values.json, formatJson({ version: 1, tool: 'catp silent-time', ...meta, summary: rows, versus: vs, ...(pairs ? { paired: { baseline: baseline!.names, rows: pairs } } : {}), loads: results }));
   if (values.csv) fs.writeFileSync(values.csv, formatCsv(rows));
   if (values.chart) await writeChart(values.chart, rows, `Silent time vs loss (${rate} B/s, ${delayMs} ms delay${oracleRate ? '; oracle rate, ablation' : ''})`);
 }
@@ -251,34 +309,15 @@ function pacingLabel(oracleRate: boolean): string {
 }
 
 /** `--from FILE[,FILE...]`: the report of one or more load logs (e.g. one per page size), without measuring. */
-async function fromLog(files: string, values: OutputValues, io: Io): Promise<number> {
-  const names = files.split(',').map((f) => f.trim()).filter(Boolean);
-  if (names.length === 0) throw new UsageError('--from needs a load log file');
-  const logs = names.map((file) => {
-    try {
-      return { file, ...readLoadLog(file) };
-    } catch (err) {
-      if (err instanceof LoadLogError) throw new UsageError(err.message);
-      throw err;
-    }
-  });
-  const link = (st: unknown) => {
-    const o = (st ?? {}) as { rate?: unknown; delayMs?: unknown; burst?: unknown; oracleRate?: unknown };
-    // logs written before rate discovery have no oracleRate: their senders were told the rate
-    return { rate: typeof o.rate === 'number' ? o.rate : NaN, delayMs: typeof o.delayMs === 'number' ? o.delayMs : NaN, burst: o.burst ?? null, oracleRate: o.oracleRate !== false };
-  };
-  const first = link(logs[0]!.settings);
-  // logs written before session 43 record no capture unless it was damage
-  const captureOf = (st: unknown) => ((st ?? {}) as { capture?: unknown }).capture ?? UNRECORDED_CAPTURE;
+async function fromLog(files: string, values: OutputValues, io: Io, baseline?: Logs): Promise<number> {
+  const { names, logs } = readLogs(files, 'from');
+  const first = linkOf(logs[0]!.settings);
   const capture = captureOf(logs[0]!.settings);
-  for (const l of logs.slice(1)) {
-    if (JSON.stringify(link(l.settings)) !== JSON.stringify(first)) io.stderr.write(`silent-time: warning: ${l.file} was measured on another link than ${logs[0]!.file}\n`);
-    if (captureOf(l.settings) !== capture) io.stderr.write(`silent-time: warning: ${l.file} was captured otherwise (--capture ${String(captureOf(l.settings))}) than ${logs[0]!.file} (${String(capture)})\n`);
-  }
+  warnIfOther(io, logs.slice(1), logs[0]!.settings, logs[0]!.file);
   const loads = logs.flatMap((l) => l.loads);
   const torn = logs.reduce((n, l) => n + l.tornLines, 0);
   const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}; ${pacingLabel(first.oracleRate)}; ${captureLabel(capture)}`;
   const settings = logs.length === 1 ? ((logs[0]!.settings ?? {}) as Record<string, unknown>) : { logs: logs.map((l) => ({ file: l.file, settings: l.settings })) };
-  await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs, first.oracleRate);
+  await writeOutputs(values, io, loads, { command: `catp silent-time --from ${files}`, settings, startedAt: null, wallMs: null }, footer, first.rate, first.delayMs, first.oracleRate, baseline);
   return loads.some((r) => r.ok) ? 0 : 1;
 }

@@ -2,6 +2,7 @@
 // completion and first paint, with the network floor and D / (1 - p) beside them; text table, CSV, JSON.
 import { type LoadResult } from './load-result';
 import { mean, p95 } from './stats';
+import type { PairedRow, VersusRow } from './versus';
 
 export interface SummaryRow {
   page: string;
@@ -117,6 +118,10 @@ export interface JsonReport {
   startedAt: string | null;
   wallMs: number | null;
   summary: SummaryRow[];
+  /** CATP against each other transport of the run (versus.ts) */
+  versus?: VersusRow[];
+  /** with --baseline: this run against those logs, load for load */
+  paired?: { baseline: string[]; rows: PairedRow[] };
   loads: LoadResult[];
 }
 

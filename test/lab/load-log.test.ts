@@ -129,6 +129,49 @@ describe('load log', () => {
     expect(both.stderr).not.toContain('another link');
   });
 
+  test('--from with --baseline: CATP against the others, and the run against the baseline load for load', async () => {
+    const now = path.join(dir, 'now.jsonl');
+    const before = path.join(dir, 'before.jsonl');
+    const elsewhere = path.join(dir, 'elsewhere.jsonl');
+    const settings = { rate: 50000, delayMs: 40, oracleRate: false, capture: 'damage' };
+    const ln = openLoadLog(now, settings);
+    ln.append(result({ transport: 'catp', silentMs: 120 }));
+    ln.append(result({ transport: 'tcp', silentMs: 300 }));
+    ln.append(result({ transport: 'catp', rep: 1, seed: 2, silentMs: 90 }));
+    ln.append(result({ transport: 'tcp', rep: 1, seed: 2, silentMs: 200 }));
+    ln.close();
+    const lb = openLoadLog(before, settings);
+    lb.append(result({ transport: 'catp', silentMs: 150 }));
+    lb.append(result({ transport: 'catp', rep: 1, seed: 2, silentMs: 100 }));
+    lb.close();
+    const le = openLoadLog(elsewhere, { ...settings, rate: 10000 });
+    le.append(result({ transport: 'catp', silentMs: 150 }));
+    le.close();
+    const run = async (args: string[]): Promise<{ stdout: string; stderr: string }> => {
+      let stdout = '';
+      let stderr = '';
+      const o = new PassThrough().on('data', (d: Buffer) => (stdout += d.toString()));
+      const e = new PassThrough().on('data', (d: Buffer) => (stderr += d.toString()));
+      expect(await silentTime(args, { stdout: o, stderr: e })).toBe(0);
+      return { stdout, stderr };
+    };
+    const out = path.join(dir, 'r.json');
+    const a = await run(['--from', now, '--baseline', before, '--json', out]);
+    // one page: catp's mean 105 against tcp's 250, at or below it and below half of it
+    expect(a.stdout).toMatch(/^0%\s+tcp\s+1\s+105\s+250\s+0\.42\s+1 of 1\s+1 of 1$/m);
+    expect(a.stdout).toContain(`against ${before}, load for load`);
+    expect(a.stdout).toMatch(/^catp\s+0%\s+2\s+0\.849\s+2 of 2\s+−20 ± 10/m);
+    expect(a.stderr).toBe('');
+    const r = JSON.parse(fs.readFileSync(out, 'utf8')) as JsonReport;
+    expect(r.versus).toEqual([{ loss: 0, other: 'tcp', pages: 1, referenceMean: 105, otherMean: 250, atOrBelow: 1, atOrBelowHalf: 1 }]);
+    expect(r.paired?.baseline).toEqual([before]);
+    expect(r.paired?.rows.map((x) => [x.transport, x.pairs, x.lower])).toEqual([['catp', 2, 2]]);
+    // a baseline measured on another link is said to be
+    expect((await run(['--from', now, '--baseline', elsewhere])).stderr).toContain(`${elsewhere} was measured on another link than this run`);
+    // a baseline that cannot be read stops the command before anything is measured
+    await expect(silentTime(['--baseline', path.join(dir, 'nope.jsonl'), 'page.html'], { stdout: new PassThrough(), stderr: new PassThrough() })).rejects.toThrow(/cannot read/);
+  });
+
   test('the runner takes logged loads as they are and measures only the rest', async () => {
     // A transport that is unavailable fails fast without a link: enough to see which loads were attempted.
     const attempted: string[] = [];
