@@ -75,6 +75,13 @@ export function summarize(results: readonly LoadResult[]): SummaryRow[] {
 
 const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
 
+/** A fixed-width table's lines: a head, a rule, the body; the first `leftColumns` columns flush left, the rest right. */
+export function textTable(head: readonly string[], body: readonly string[][], leftColumns: number): string[] {
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)];
+}
+
 /** A fixed-width text table (ms). */
 export function formatTable(rows: readonly SummaryRow[]): string {
   const head = ['page', 'transport', 'loss', 'n', 'silent mean', 'silent p95', 'floor mean', 'floor p95', 'D/(1-p)', 'complete mean', 'complete p95', 'first paint mean', 'first paint p95', '±sample', 'Δmarker', 'silent (markers)'];
@@ -83,9 +90,7 @@ export function formatTable(rows: readonly SummaryRow[]): string {
     fmt(r.silentMean), fmt(r.silentP95), fmt(r.floorMean), fmt(r.floorP95), fmt(r.expectedMean), fmt(r.completionMean), fmt(r.completionP95),
     fmt(r.firstPaintMean), fmt(r.firstPaintP95), fmt(r.samplingMax), fmt(r.crossCheckMax), fmt(r.markerSilentMean),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-  const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)];
+  const out = textTable(head, body, 3);
   const errs = rows.filter((r) => r.errors.length).map((r) => `  ${r.page} ${r.transport} ${r.loss}: ${r.errors.join('; ')}`);
   if (errs.length) out.push('', 'failed loads:', ...errs);
   out.push('', 'times in ms after the request; silent = longest gap between visible updates (the first from the request);',

@@ -3,7 +3,7 @@
 // loads that share page, transport, loss, repetition and seed: the emulator drops the same packets for both
 // (run.ts), so what differs is the code and the machine, not the drop pattern.
 import { type LoadResult } from './load-result';
-import { type SummaryRow } from './report';
+import { textTable, type SummaryRow } from './report';
 import { mean } from './stats';
 
 export interface VersusRow {
@@ -51,12 +51,6 @@ export function versus(rows: readonly SummaryRow[], reference = 'catp'): VersusR
 const pct = (loss: number) => `${(loss * 100).toFixed((loss * 100) % 1 ? 1 : 0)}%`;
 const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
 
-function table(head: string[], body: string[][], leftColumns: number): string[] {
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-  return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)];
-}
-
 /** The text block for `versus` rows: one line per loss and other transport, then each other transport over all losses. */
 export function formatVersus(v: readonly VersusRow[], reference = 'catp'): string {
   if (v.length === 0) return '';
@@ -72,7 +66,7 @@ export function formatVersus(v: readonly VersusRow[], reference = 'catp'): strin
   const head = ['loss', 'against', 'pages', `${reference} mean`, 'its mean', 'ratio', `${reference} at or below`, 'at or below half'];
   return [
     `${reference} against each other transport, page by page (a page's figure: the mean silent time of its loads; means over the pages):`,
-    ...table(head, body, 2),
+    ...textTable(head, body, 2),
   ].join('\n') + '\n';
 }
 
@@ -147,6 +141,6 @@ export function formatPaired(p: readonly PairedRow[], what: string): string {
   return [
     `against ${what}, load for load (the same page, transport, loss, repetition and seed: the same drop pattern);`,
     'geometric mean of this run\'s over the baseline\'s; silent Δ: mean difference ± its standard error:',
-    ...table(head, body, 2),
+    ...textTable(head, body, 2),
   ].join('\n') + '\n';
 }
