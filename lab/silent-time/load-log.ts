@@ -3,6 +3,7 @@
 // log for the same settings are not measured again. The first line holds the settings; a log written with
 // other settings is refused rather than mixed in.
 import * as fs from 'node:fs';
+import * as zlib from 'node:zlib';
 
 import { type LoadResult } from './load-result';
 
@@ -43,14 +44,25 @@ function canonical(v: unknown): string {
   );
 }
 
-/** Reads the load lines of a log file (for reporting without measuring). */
+/** A gzipped log (docs/results keeps them so) is read as it is, up to this many bytes unpacked. */
+const MAX_GUNZIPPED_BYTES = 1 << 30;
+
+/** Reads the load lines of a log file, plain or gzipped (for reporting without measuring). */
 export function readLoadLog(file: string): { settings: unknown; loads: LoadResult[]; tornLines: number } {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    bytes = fs.readFileSync(file);
   } catch (err) {
     throw new LoadLogError('LOAD_LOG_BAD', `cannot read the load log ${file}: ${(err as Error).message}`);
   }
+  if (bytes[0] === 0x1f && bytes[1] === 0x8b) {
+    try {
+      bytes = zlib.gunzipSync(bytes, { maxOutputLength: MAX_GUNZIPPED_BYTES });
+    } catch (err) {
+      throw new LoadLogError('LOAD_LOG_BAD', `${file}: a gzip file that does not unpack: ${(err as Error).message}`);
+    }
+  }
+  const text = bytes.toString('utf8');
   const lines = text.split('\n').filter((l) => l.trim() !== '');
   if (lines.length === 0) throw new LoadLogError('LOAD_LOG_BAD', `${file} is empty`);
   let header: Header;

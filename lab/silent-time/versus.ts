@@ -2,6 +2,7 @@
 // transport of a run, page by page, and how a run stands against an earlier one, load for load. The second pairs
 // loads that share page, transport, loss, repetition and seed: the emulator drops the same packets for both
 // (run.ts), so what differs is the code and the machine, not the drop pattern.
+import { loadKey } from './load-log';
 import { type LoadResult } from './load-result';
 import { textTable, type SummaryRow } from './report';
 import { mean } from './stats';
@@ -86,7 +87,6 @@ export interface PairedRow {
   silentDiffSe: number;
 }
 
-const pairKey = (r: LoadResult) => JSON.stringify([r.page, r.transport, r.loss, r.rep, r.seed]);
 const positive = (x: number | null): x is number => x !== null && Number.isFinite(x) && x > 0;
 
 function geoMean(pairs: ReadonlyArray<[number, number]>): number {
@@ -97,10 +97,10 @@ function geoMean(pairs: ReadonlyArray<[number, number]>): number {
 /** This run's loads against a baseline run's, load for load, per transport and loss rate (first seen order). */
 export function paired(current: readonly LoadResult[], baseline: readonly LoadResult[]): PairedRow[] {
   const base = new Map<string, LoadResult>();
-  for (const b of baseline) if (b.ok) base.set(pairKey(b), b);
+  for (const b of baseline) if (b.ok) base.set(loadKey(b), b);
   const groups = new Map<string, Array<[LoadResult, LoadResult]>>();
   for (const c of current) {
-    const b = base.get(pairKey(c));
+    const b = base.get(loadKey(c));
     if (!c.ok || b === undefined || !positive(c.silentMs) || !positive(b.silentMs)) continue;
     const k = JSON.stringify([c.transport, c.loss]);
     let g = groups.get(k);

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as zlib from 'node:zlib';
 
 import { loadKey, LoadLogError, openLoadLog, readLoadLog } from '../../lab/silent-time/load-log';
 import { runSilentTime, type LoadResult } from '../../lab/silent-time/run';
@@ -57,6 +58,20 @@ describe('load log', () => {
     fs.writeFileSync(junk, 'not json\n');
     expect(() => readLoadLog(junk)).toThrow(LoadLogError);
     expect(() => readLoadLog(path.join(dir, 'missing.jsonl'))).toThrow(expect.objectContaining({ code: 'LOAD_LOG_BAD' }));
+  });
+
+  test('reads a gzipped log as it is (docs/results keeps them so), and names one that does not unpack', () => {
+    const file = path.join(dir, 'run.jsonl');
+    const l = openLoadLog(file, { rate: 10000 });
+    l.append(result({ rep: 0 }));
+    l.append(result({ rep: 1 }));
+    l.close();
+    const gz = path.join(dir, 'run.jsonl.gz');
+    fs.writeFileSync(gz, zlib.gzipSync(fs.readFileSync(file)));
+    expect(readLoadLog(gz)).toEqual(readLoadLog(file));
+    const cut = path.join(dir, 'cut.jsonl.gz');
+    fs.writeFileSync(cut, fs.readFileSync(gz).subarray(0, 20));
+    expect(() => readLoadLog(cut)).toThrow(expect.objectContaining({ code: 'LOAD_LOG_BAD', message: expect.stringContaining('does not unpack') }));
   });
 
   test('--from reports several logs together (one panel per page), warning when their links differ', async () => {
