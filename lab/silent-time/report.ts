@@ -73,7 +73,11 @@ export function summarize(results: readonly LoadResult[]): SummaryRow[] {
   return rows;
 }
 
-const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
+/** A figure for a text table: `digits` decimals, '-' for none. */
+export const fmt = (x: number, digits = 0): string => (Number.isFinite(x) ? x.toFixed(digits) : '-');
+
+/** A loss rate for a text table: 0.1 → '10%', 0.025 → '2.5%'. */
+export const lossPct = (loss: number): string => `${fmt(loss * 100, (loss * 100) % 1 ? 1 : 0)}%`;
 
 /** A fixed-width table's lines: a head, a rule, the body; the first `leftColumns` columns flush left, the rest right. */
 export function textTable(head: readonly string[], body: readonly string[][], leftColumns: number): string[] {
@@ -86,7 +90,7 @@ export function textTable(head: readonly string[], body: readonly string[][], le
 export function formatTable(rows: readonly SummaryRow[]): string {
   const head = ['page', 'transport', 'loss', 'n', 'silent mean', 'silent p95', 'floor mean', 'floor p95', 'D/(1-p)', 'complete mean', 'complete p95', 'first paint mean', 'first paint p95', '±sample', 'Δmarker', 'silent (markers)'];
   const body = rows.map((r) => [
-    r.page, r.transport, `${fmt(r.loss * 100, r.loss * 100 % 1 ? 1 : 0)}%`, r.failed ? `${r.loads}(+${r.failed} failed)` : String(r.loads),
+    r.page, r.transport, lossPct(r.loss), r.failed ? `${r.loads}(+${r.failed} failed)` : String(r.loads),
     fmt(r.silentMean), fmt(r.silentP95), fmt(r.floorMean), fmt(r.floorP95), fmt(r.expectedMean), fmt(r.completionMean), fmt(r.completionP95),
     fmt(r.firstPaintMean), fmt(r.firstPaintP95), fmt(r.samplingMax), fmt(r.crossCheckMax), fmt(r.markerSilentMean),
   ]);

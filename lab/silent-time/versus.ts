@@ -4,7 +4,7 @@
 // (run.ts), so what differs is the code and the machine, not the drop pattern.
 import { loadKey } from './load-log';
 import { type LoadResult } from './load-result';
-import { textTable, type SummaryRow } from './report';
+import { fmt, lossPct, textTable, type SummaryRow } from './report';
 import { mean } from './stats';
 
 export interface VersusRow {
@@ -49,14 +49,11 @@ export function versus(rows: readonly SummaryRow[], reference = 'catp'): VersusR
   return out;
 }
 
-const pct = (loss: number) => `${(loss * 100).toFixed((loss * 100) % 1 ? 1 : 0)}%`;
-const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
-
 /** The text block for `versus` rows: one line per loss and other transport, then each other transport over all losses. */
 export function formatVersus(v: readonly VersusRow[], reference = 'catp'): string {
   if (v.length === 0) return '';
   const body = v.map((r) => [
-    pct(r.loss), r.other, String(r.pages), fmt(r.referenceMean), fmt(r.otherMean), fmt(r.referenceMean / r.otherMean, 2),
+    lossPct(r.loss), r.other, String(r.pages), fmt(r.referenceMean), fmt(r.otherMean), fmt(r.referenceMean / r.otherMean, 2),
     `${r.atOrBelow} of ${r.pages}`, `${r.atOrBelowHalf} of ${r.pages}`,
   ]);
   for (const other of [...new Set(v.map((r) => r.other))]) {
@@ -134,7 +131,7 @@ export function paired(current: readonly LoadResult[], baseline: readonly LoadRe
 export function formatPaired(p: readonly PairedRow[], what: string): string {
   if (p.length === 0) return `against ${what}: no load pairs up (the same page, transport, loss, repetition and seed, ok in both)\n`;
   const body = p.map((r) => [
-    r.transport, pct(r.loss), String(r.pairs), fmt(r.silentRatio, 3), `${r.lower} of ${r.pairs}`,
+    r.transport, lossPct(r.loss), String(r.pairs), fmt(r.silentRatio, 3), `${r.lower} of ${r.pairs}`,
     `${r.silentDiffMean >= 0 ? '+' : '−'}${fmt(Math.abs(r.silentDiffMean))} ± ${fmt(r.silentDiffSe)}`, fmt(r.firstPaintRatio, 3), fmt(r.completionRatio, 3),
   ]);
   const head = ['transport', 'loss', 'pairs', 'silent', 'lower in', 'silent Δ (ms)', 'first paint', 'completion'];
