@@ -32,20 +32,37 @@ export function firstShownText(root: Node): Text | null {
   return walk(root, false);
 }
 
-/** CATP: bytes and frames sent, in send order, until `done` holds for the assembled tree after a frame (null: never). */
-export function catpBytesUntil(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec, done: (root: Node) => boolean): { bytes: number; frames: number } | null {
+/**
+ * The real assembler and tree builder fed `frames` in send order: after each frame, its index, the assembled tree (null
+ * before any node), whether the frame changed it, and whether the page has completed.
+ */
+function* assembled(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec): Generator<{ k: number; root: Node | null; changed: boolean; complete: boolean }> {
   const asm = new CatpAssembler({ sha256, codec });
   const tree = parse5TreeBuilder();
-  let bytes = 0;
+  let complete = false;
   for (let k = 0; k < frames.length; k++) {
-    bytes += frames[k].length;
     asm.receive(frames[k], 0);
     let changed = false;
     for (let e = asm.nextEvent(); e; e = asm.nextEvent()) {
       tree.apply(e);
       changed = true;
+      if (e.type === 'page-complete') complete = true;
     }
-    if (changed && tree.root && done(tree.root as Node)) return { bytes, frames: k + 1 };
+    yield { k, root: tree.root as Node | null, changed, complete };
+  }
+}
+
+/** Bytes and frames of `frames` up to and with frame `k`. */
+function sentThrough(frames: readonly Uint8Array[], k: number): { bytes: number; frames: number } {
+  let bytes = 0;
+  for (let i = 0; i <= k; i++) bytes += frames[i].length;
+  return { bytes, frames: k + 1 };
+}
+
+/** CATP: bytes and frames sent, in send order, until `done` holds for the assembled tree after a frame (null: never). */
+export function catpBytesUntil(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec, done: (root: Node) => boolean): { bytes: number; frames: number } | null {
+  for (const { k, root, changed } of assembled(frames, sha256, codec)) {
+    if (changed && root !== null && done(root)) return sentThrough(frames, k);
   }
   return null;
 }
@@ -71,37 +88,27 @@ export function preorder(root: Node): Node[] {
  * followed instead: the frame that last changed it.
  */
 export function catpBytesUntilSettled(frames: readonly Uint8Array[], sha256: (b: Uint8Array) => Uint8Array, codec: FrameCodec, targets: readonly number[]): { bytes: number; frames: number } | null {
-  const asm = new CatpAssembler({ sha256, codec });
-  const tree = parse5TreeBuilder();
   const last = new Map<Text, { value: string; frame: number }>();
-  let complete = false;
-  for (let k = 0; k < frames.length; k++) {
-    asm.receive(frames[k], 0);
-    let changed = false;
-    for (let e = asm.nextEvent(); e; e = asm.nextEvent()) {
-      tree.apply(e);
-      changed = true;
-      if (e.type === 'page-complete') complete = true;
-    }
-    if (!changed || tree.root === null) continue;
-    for (const n of preorder(tree.root as Node)) {
+  let end: { root: Node | null; complete: boolean } = { root: null, complete: false };
+  for (const step of assembled(frames, sha256, codec)) {
+    end = step;
+    if (!step.changed || step.root === null) continue;
+    for (const n of preorder(step.root)) {
       if (n.nodeName !== '#text') continue;
       const t = n as Text;
       const seen = last.get(t);
-      if (seen === undefined || seen.value !== t.value) last.set(t, { value: t.value, frame: k });
+      if (seen === undefined || seen.value !== t.value) last.set(t, { value: t.value, frame: step.k });
     }
   }
-  if (!complete || tree.root === null) return null;
-  const nodes = preorder(tree.root as Node);
+  if (!end.complete || end.root === null) return null;
+  const nodes = preorder(end.root);
   let upTo = -1;
   for (const n of targets) {
     const seen = nodes[n]?.nodeName === '#text' ? last.get(nodes[n] as Text) : undefined;
     if (seen === undefined) return null;
     upTo = Math.max(upTo, seen.frame);
   }
-  let bytes = 0;
-  for (let k = 0; k <= upTo; k++) bytes += frames[k].length;
-  return { bytes, frames: upTo + 1 };
+  return sentThrough(frames, upTo);
 }
 
 /** CATP: bytes and frames sent, in send order, until the first shown text is in the assembled tree (null: never). */

@@ -203,6 +203,8 @@ export async function silentTime(argv: string[], io: Io): Promise<number> {
   if (gen) pages = [...gen.pages, ...pages];
   const oracleRate = values['oracle-rate'] === true;
   const settings = { losses, delayMs, rate, oracleRate, burst: burstLen ?? null, queueBytes: queueBytes ?? null, seed, reps, server, viewport, timeoutMs, settleMs, capture, transports: transportNames, pages: pages.map((p) => ({ name: p.name, bytes: p.bytes, urlPath: p.urlPath })) };
+  // said before an hour of measuring, not after
+  if (baseline !== undefined) warnIfOther(io, baseline.logs, settings, 'this run');
   let log: LoadLog | undefined;
   try {
     if (values.log !== undefined) {
@@ -286,9 +288,6 @@ async function writeOutputs(values: OutputValues, io: Io, results: LoadResult[],
   if (vs.length) io.stdout.write(`\n${formatVersus(vs)}`);
   let pairs: PairedRow[] | undefined;
   if (baseline !== undefined) {
-    // a --from report's settings are those of its first log (or a list of them)
-    const own = meta.settings.logs === undefined ? meta.settings : (meta.settings.logs as Array<{ settings: unknown }>)[0]?.settings;
-    warnIfOther(io, baseline.logs, own, 'this run');
     pairs = paired(results, baseline.logs.flatMap((l) => l.loads));
     io.stdout.write(`\n${formatPaired(pairs, baseline.names.join(', '))}`);
   }
@@ -314,6 +313,7 @@ async function fromLog(files: string, values: OutputValues, io: Io, baseline?: L
   const first = linkOf(logs[0]!.settings);
   const capture = captureOf(logs[0]!.settings);
   warnIfOther(io, logs.slice(1), logs[0]!.settings, logs[0]!.file);
+  if (baseline !== undefined) warnIfOther(io, baseline.logs, logs[0]!.settings, 'this run');
   const loads = logs.flatMap((l) => l.loads);
   const torn = logs.reduce((n, l) => n + l.tornLines, 0);
   const footer = `${loads.length} loads from ${names.join(', ')}${torn ? ` (${torn} torn lines skipped)` : ''}; ${pacingLabel(first.oracleRate)}; ${captureLabel(capture)}`;
