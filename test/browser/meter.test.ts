@@ -1,8 +1,8 @@
 // The silent-time meter's clock (renderer/meter.ts PaintClock) in Chromium: a change belongs to the frame whose
 // animation callbacks ran after it. A task queued before a frame can run after the frame's rendering and before the
 // task that stamps it (the DOM applier's next slice does: renderer/dom-ops.ts posts it at the end of a slice, the
-// frame comes first, then the slice, then the stamp); what that task changes is the next frame's, and its update and
-// `settled()` say so.
+// frame comes first, then the slice); what that task changes is the next frame's, and its update and `settled()` say
+// so. The stamp itself is the first task after the frame, ahead of that slice.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -25,6 +25,8 @@ interface Outcome {
   settledB: number;
   paintedA: number;
   paintedB: number;
+  /** The stamps and the task queued in A's frame, in the order they ran. */
+  order: string[];
   /** Frames after the one that showed A, up to B's stamp (B's frame is one of them). */
   framesBetween: number;
 }
@@ -69,12 +71,14 @@ maybe('PaintClock in Chromium', () => {
   const run = (): Promise<Outcome> =>
     head.page.evaluate(`new Promise((done) => {
       const p = document.getElementById('p');
-      const clock = new window.PaintClock();
-      const out = { updates: clock.updates, framesBetween: 0 };
+      const order = [];
+      const clock = new window.PaintClock((u) => order.push('stamp ' + u.what));
+      const out = { updates: clock.updates, framesBetween: 0, order };
       let counting = true;
       const count = () => { if (!counting) return; out.framesBetween++; requestAnimationFrame(count); };
       const slice = new MessageChannel();
       slice.port1.onmessage = () => {
+        order.push('slice');
         p.textContent = 'B';
         clock.dirty('B');
         clock.settled().then(() => {
@@ -113,6 +117,8 @@ maybe('PaintClock in Chromium', () => {
     expect(got.settledB).toBeGreaterThan(got.settledA);
     // B was painted by a frame after A's: its animation callbacks ran at least once more
     expect(got.framesBetween).toBeGreaterThanOrEqual(1);
+    // A's stamp is the first task after its frame, ahead of the task queued in it
+    expect(got.order).toEqual(['stamp A', 'slice', 'stamp B']);
   });
 
   test('changes before one frame are one update; settled() with nothing pending resolves at once', async () => {
