@@ -19,6 +19,14 @@ export interface ServerLimits {
   poolIdleMs: number;
   /** Connect timeout of server-opened connections (ms). */
   connectTimeoutMs: number;
+  /**
+   * A server-opened connection not connected this long after its last attempt began gets another attempt, up to
+   * `connectAttempts` in all; the first to connect carries the answers, the others are closed (RFC 8305's
+   * connection attempt delay, 250 ms). A lost SYN or SYN-ACK otherwise waits for the kernel's first SYN
+   * retransmission, a second later.
+   */
+  connectRaceMs: number;
+  connectAttempts: number;
   /** Pause reading a client connection while its unsent output exceeds this many bytes. */
   writeHighWater: number;
   /** Drop (and count) a UDP request's TCP answer when the pooled connection already has this much unsent. */
@@ -45,6 +53,8 @@ export const DEFAULT_LIMITS: Readonly<ServerLimits> = Object.freeze({
   poolMax: 256,
   poolIdleMs: 30_000,
   connectTimeoutMs: 5_000,
+  connectRaceMs: 250,
+  connectAttempts: 3,
   writeHighWater: 1024 * 1024,
   outboundMaxQueued: 16 * 1024 * 1024,
   maxPipelined: 32,

@@ -457,7 +457,7 @@ class Server implements DhttpServer {
               // What is still queued (in Node or in the kernel) goes only with the connection; the client closes
               // its side too, and answers queued behind on it are resent by their clients.
               this.dtd.cutOnDontBother(dtdKey, () => {
-                if (ob.socket.destroyed) return false;
+                if (ob.closed || ob.socket?.destroyed === true) return false;
                 this.outbound.drop(ob);
                 return true;
               });

@@ -1,5 +1,6 @@
 // The reference server over real loopback sockets. The peer is Node's own dgram/net, crafting DHTTP messages
 // with protocol/dhttp, so these tests pin the wire behaviour independently of the native client.
+import { spawn } from 'child_process';
 import * as crypto from 'crypto';
 import * as dgram from 'dgram';
 import { promises as fsp } from 'fs';
@@ -322,6 +323,53 @@ describe('DHTTP server over UDP (IPv4)', () => {
     await client.request('/big.bin', { otherPort: deadPort });
     await waitFor(() => server.counters().tcpConnectFailures === before.tcpConnectFailures + 1, 'connect failure');
     expect(server.counters().tcpResponses).toBe(before.tcpResponses);
+  });
+
+  test('a server-opened connection whose SYN is dropped is raced by a second attempt, which carries the answer', async () => {
+    // The client's TCP port is a listener whose accept queue is full (backlog 1, two connections it has not accepted:
+    // its process spins without returning to its event loop until told to), so the kernel drops the SYN of the
+    // server's first attempt, as a link drops a SYN or a SYN-ACK; the kernel would send it again a second later.
+    const release = path.join(tmp, `release-${process.pid}`);
+    const child = spawn(process.execPath, ['-e', `
+      const net = require('net'), fs = require('fs');
+      const srv = net.createServer((c) => { c.on('data', (d) => fs.writeSync(1, 'data ' + d.toString('hex') + '\\n')); c.on('error', () => {}); });
+      srv.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => {
+        fs.writeSync(1, 'port ' + srv.address().port + '\\n');
+        const nap = new Int32Array(new SharedArrayBuffer(4));
+        for (let i = 0; i < 2000 && !fs.existsSync(${JSON.stringify(release)}); i++) Atomics.wait(nap, 0, 0, 5);
+      });`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const fillers: net.Socket[] = [];
+    try {
+      await waitFor(() => /port \d+/.test(out), 'the listener');
+      const port = Number(/port (\d+)/.exec(out)![1]);
+      for (let i = 0; i < 2; i++) {
+        const f = net.connect(port, '127.0.0.1');
+        f.on('error', () => undefined);
+        fillers.push(f);
+        await new Promise((ok) => f.once('connect', ok));
+      }
+      const before = server.counters();
+      const id = await client.request('/big.bin', { otherPort: port });
+      await waitFor(() => server.counters().tcpConnectsOpened === before.tcpConnectsOpened + 1, 'the first attempt');
+      await sleep(20);
+      await fsp.writeFile(release, '');
+      const hex = Buffer.from(id).toString('hex');
+      await waitFor(() => out.split('\n').some((l) => l.startsWith(`data ${hex}`)), 'the answer');
+      await waitFor(() => server.counters().tcpResponses === before.tcpResponses + 1, 'tcpResponses');
+      const c = server.counters();
+      expect(c.tcpConnectRaces - before.tcpConnectRaces).toBeGreaterThanOrEqual(1);
+      expect(c.tcpConnectRaceWins - before.tcpConnectRaceWins).toBe(1);
+      expect(c.tcpConnectFailures).toBe(before.tcpConnectFailures);
+      // the whole answer came on the one connection that won
+      const bytes = out.split('\n').filter((l) => l.startsWith('data ')).map((l) => l.slice(5)).join('');
+      expect(bytes.length / 2).toBeGreaterThan(big.length);
+    } finally {
+      for (const f of fillers) f.destroy();
+      child.kill();
+      await fsp.rm(release, { force: true });
+    }
   });
 
   test('an otherPort below 1024 is refused and counted', async () => {
