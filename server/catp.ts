@@ -75,6 +75,15 @@ export interface CatpOptions {
    * first flight also saves: the top of the page paints while the proof travels.
    */
   unprovenTimeoutMs?: number;
+  /**
+   * An unproven session's proof is overdue this long after its token answer last went (ms, default 1000, a third of
+   * the session's time): the token goes again with the next report, whether or not the address's budget holds the
+   * session up (then at most once a smoothed RTT). A client that keeps the budget full (its reports, requests padded
+   * to a full datagram) never holds the session up, and one whose token answer was lost would otherwise never be
+   * asked again before the session ends unproven (traced: dropbox-blog at 10,000 B/s, 10%, seed 7216: the session
+   * ended unproven with frames still to repair, and the load stalled).
+   */
+  proofOverdueMs?: number;
   /** Sessions waiting for proof at once, in all (default 64) and per address (default 2); beyond them: the token answer alone. */
   maxUnprovenSessions?: number;
   maxUnprovenPerAddress?: number;
@@ -99,6 +108,7 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
   coldEncode: 'fast' as 'fast' | 'best',
   maxEncodeQueueBytes: 32 * 1024 * 1024,
   unprovenTimeoutMs: 3000,
+  proofOverdueMs: 1000,
   maxUnprovenSessions: 64,
   maxUnprovenPerAddress: 2,
 });
@@ -467,6 +477,7 @@ export function resolveCatpOptions(o: CatpOptions | undefined): ResolvedCatpOpti
     coldEncode: o?.coldEncode === 'best' ? 'best' : d.coldEncode,
     maxEncodeQueueBytes: pos(o?.maxEncodeQueueBytes, d.maxEncodeQueueBytes, 'maxEncodeQueueBytes'),
     unprovenTimeoutMs: pos(o?.unprovenTimeoutMs, d.unprovenTimeoutMs, 'unprovenTimeoutMs'),
+    proofOverdueMs: pos(o?.proofOverdueMs, d.proofOverdueMs, 'proofOverdueMs'),
     maxUnprovenSessions: Math.floor(pos(o?.maxUnprovenSessions, d.maxUnprovenSessions, 'maxUnprovenSessions')),
     maxUnprovenPerAddress: Math.floor(pos(o?.maxUnprovenPerAddress, d.maxUnprovenPerAddress, 'maxUnprovenPerAddress')),
     sender: o?.sender,
@@ -745,9 +756,9 @@ export class CatpSessions {
   }
 
   /**
-   * A datagram whose byte 11 is the CATP magic: a report. Never throws. True when the session has sent its
-   * unproven first flight and still waits for proof (its token answer may have been lost): the caller sends the
-   * token again (at most once per round trip).
+   * A datagram whose byte 11 is the CATP magic: a report. Never throws. True when the session is unproven and its
+   * proof is wanted (held up by the address's budget, or overdue: its token answer may have been lost): the caller
+   * sends the token again (at most once per round trip).
    */
   onReport(bytes: Uint8Array, address: string, idHex: string): boolean {
     const key = CatpSessions.key(address, idHex);
@@ -766,7 +777,11 @@ export class CatpSessions {
     }
     this.service(s, now);
     this.arm();
-    if (s.unprovenUntil === null || !s.sender.budgetBlocked || now - s.tokenAt < Math.max(50, s.sender.stats.srttMs)) return false;
+    // Held up by the address's budget, the proof has had a round trip; or it is overdue, whatever the budget
+    // (`proofOverdueMs`).
+    const since = now - s.tokenAt;
+    const overdue = since >= this.opts.proofOverdueMs;
+    if (s.unprovenUntil === null || (!s.sender.budgetBlocked && !overdue) || since < Math.max(50, s.sender.stats.srttMs)) return false;
     s.tokenAt = now;
     s.tokenResent = true;
     return true;

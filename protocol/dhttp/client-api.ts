@@ -144,6 +144,11 @@ export interface ClientCounters {
    * we had: it may still be waiting for the proof, which would otherwise wait for its next `421`).
    */
   proofRepeats: number;
+  /**
+   * A stream's proof sent when the origin's token came in another answer (a sub-resource's): the stream's own token
+   * answer was lost, and a server whose budget lets it send need never ask again before the unproven session ends.
+   */
+  proofsOnToken: number;
   failed: number;
   cancelled: number;
   dropped: { unknownId: number; duplicate: number; malformed: number; total: number };

@@ -51,6 +51,8 @@ export interface Req {
   wire: { sent: number; received: number; overhead: number; replyMs: number | null };
   /** A stream the server started unproven: when we last sent our proof (the request with its token), and how often again. */
   proof: { atMs: number; repeats: number } | null;
+  /** Its latest UDP send went without a token: a stream the server started unproven waits for our proof. */
+  tokenless: boolean;
   phase: Phase;
   /** Its ID is registered with the IO layer (`expect-id`): it travels over DHTTP. */
   registered: boolean;

@@ -899,13 +899,34 @@ describe("first contact: an unproven address gets its session's first flight, th
     const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
     try {
       const page = pages[1];
-      const r = await client.fetch(`/${page.name}`, { firstContact: 'ignore-first' });
+      const r = await client.fetch(`/${page.name}`, { firstContact: 'ignore-first', loss: 0.3, seed: 5 });
       expect(r.html).toBe(expectedTree(page.bytes));
       expect(r.beforeProof!.tokenAnswers).toBe(2);
       expect(r.beforeProof!.frames).toBeGreaterThanOrEqual(1);
       expect(server.counters().catpProven).toBe(1);
       // which of the two token answers the proof answered is unknown: no RTT sample from it
       expect(server.counters().catpHandshakeRtts).toBe(0);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  test('the token answer lost while the address keeps the budget full (no frame held up by it): the proof, overdue, is asked for again, and the load completes proven', async () => {
+    const server = await startServer({ root, rng: seededRng(15), catp: { proofOverdueMs: 100, unprovenTimeoutMs: 2000 } });
+    const client = await new CatpClient(server, '127.0.0.1').start({ proven: false });
+    try {
+      // what a browser's sub-resource requests do before their token: each padded to a full datagram (their small
+      // answers take a little of it back), far more than the page
+      for (let i = 0; i < 40; i++) await client.request(`/missing-${i}.png`, [], { pad: true });
+      await sleep(100);
+      const page = pages[1];
+      // every frame before the proof lost: the page cannot complete unproven, whatever the budget lets the server send
+      const r = await client.fetch(`/${page.name}`, { firstContact: 'ignore-first', loseFirstFlight: true });
+      expect(r.html).toBe(expectedTree(page.bytes));
+      const c = server.counters();
+      expect(r.beforeProof!.tokenAnswers).toBe(2);
+      expect([c.catpProven, c.catpUnprovenExpired]).toEqual([1, 0]);
     } finally {
       client.close();
       await server.close();

@@ -194,6 +194,51 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(c.counters().proofRepeats).toBe(8);
   });
 
+  test("the stream's token answer lost and the token learned from another answer (a sub-resource's): the stream's proof goes at once, once", () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c);
+    // the first flight, without the token answer (lost)
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
+    drain(c);
+    // the page's image, asked without a token, is answered with one (the server hands a token to an unproven address)
+    const img = c.request({ url: 'dhttp://127.0.0.1:8080/logo.png' }, 120);
+    expect(sentRequests(drain(c).actions)).toHaveLength(1);
+    const withToken = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', '2'], ['Catp-Token', '1.abc.CCCCCCCCCCCCCCCCCCCCCC']], body: new Uint8Array([1, 2]) });
+    c.receiveDatagram(encodeResponse(hexToId(img), withToken), SERVER, 200);
+    const { actions, events } = drain(c);
+    const sent = actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data));
+    const proofs = sent.filter((a) => idToHex(decodeRequest(a.data).id) === id && /^GET /.test(new TextDecoder().decode(decodeRequest(a.data).http)));
+    expect(proofs).toHaveLength(1);
+    expect(new TextDecoder().decode(decodeRequest(proofs[0]!.data).http)).toMatch(/Catp-Token: 1\.abc\.C{22}/);
+    expect(events.some((e) => e.type === 'response' && e.requestId === img)).toBe(true);
+    expect(c.counters().proofsOnToken).toBe(1);
+    // a later answer with a token (the same, or a fresh one) proves nothing again: the stream's proof has gone
+    const other = c.request({ url: 'dhttp://127.0.0.1:8080/other.png' }, 210);
+    drain(c);
+    c.receiveDatagram(encodeResponse(hexToId(other), withToken), SERVER, 260);
+    expect(sentRequests(drain(c).actions)).toEqual([]);
+    expect(c.counters().proofsOnToken).toBe(1);
+  });
+
+  test('a stream sent with the token never gets a proof from another answer', () => {
+    const c = client();
+    const img = c.request({ url: 'dhttp://127.0.0.1:8080/logo.png' }, 0);
+    drain(c);
+    const withToken = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', '0'], ['Catp-Token', '1.abc.DDDDDDDDDDDDDDDDDDDDDD']], body: new Uint8Array(0) });
+    c.receiveDatagram(encodeResponse(hexToId(img), withToken), SERVER, 50);
+    drain(c);
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 60);
+    expect(sentRequests(drain(c).actions)[0]).toMatch(/Catp-Token: 1\.abc\.D{22}/);
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
+    drain(c);
+    const again = c.request({ url: 'dhttp://127.0.0.1:8080/x.png' }, 130);
+    drain(c);
+    c.receiveDatagram(encodeResponse(hexToId(again), withToken), SERVER, 150);
+    expect(sentRequests(drain(c).actions)).toEqual([]);
+    expect(c.counters().proofsOnToken).toBe(0);
+  });
+
   test('a lost proof goes again with the reports, a first reply apart, until the server has sent more than we did', () => {
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
