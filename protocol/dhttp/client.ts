@@ -373,7 +373,7 @@ export class DhttpClient {
       return;
     }
     req.origin.knowledge = 'dhttp';
-    this.learnToken(req, response, nowMs);
+    this.takeToken(req, response, nowMs);
     if (req.load !== null) this.countReceived(req, data, nowMs);
     const retry = retryAsked(response);
     if (retry === RETRY_TOKEN && channelOf(req.phase) === 'udp') {
@@ -589,7 +589,7 @@ export class DhttpClient {
    * datagram) is never held up by it, so never asks again; the session would end unproven after its 3 s, and the
    * load stall (traced: dropbox-blog at 10,000 B/s, 10%, seed 7216).
    */
-  private learnToken(answered: Req, response: HttpResponse, nowMs: number): void {
+  private takeToken(answered: Req, response: HttpResponse, nowMs: number): void {
     const origin = answered.origin;
     const had = origin.token !== null;
     learnToken(origin, response);
@@ -732,7 +732,7 @@ export class DhttpClient {
       }
       req.origin.knowledge = 'dhttp';
       const r = item.response;
-      this.learnToken(req, r, nowMs);
+      this.takeToken(req, r, nowMs);
       if (this.announced(req, r, 'tcp', conn.key, nowMs, conn.lastRxNs)) continue;
       if (retryAsked(r) === 'tcp' && this.answeredRetryOverTcp(req, 'tcp', nowMs)) continue;
       this.complete(req, r, 'tcp', nowMs, conn.lastRxNs);
