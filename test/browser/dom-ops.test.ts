@@ -3,13 +3,8 @@
 // frame, and after EVERY batch the live document is exactly the tree the host's builder holds (parse5's sink fed the
 // same events). The applier holds inserts into the live document to the end of a slice; this checks that holding
 // them never changes what the document holds when a batch is done.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { build } from 'esbuild';
 import { serialize } from 'parse5';
 
-import { openHeadless } from '../../app/browser';
 import type { HeadlessPage } from '../../app/browser/chromium';
 import { DomOpRecorder } from '../../app/browser/dom-recorder';
 import { serializeDump } from '../../app/browser/wire';
@@ -17,13 +12,12 @@ import { CatpAssembler, CatpTreeBuilder, encodePage, parse5TreeBuilder } from '.
 import type { DomOps, DumpNode } from '../../protocol/browser/api';
 import { sha256 } from '../../platform/sha256';
 import { rng, shuffle } from '../helpers/catp-util';
-import { chromiumPresent } from './helpers';
+import { bundledPage, chromiumPresent } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
 jest.setTimeout(120_000);
 
-const ROOT = join(__dirname, '..', '..');
 const rows = Array.from({ length: 30 }, (_, i) => `<tr><td>${i}</td><td>cell <b>${i}</b></td></tr>`).join('');
 const HTML = `<!DOCTYPE html><html><head><title>ops</title><style>td{padding:2px}</style></head><body>
 <h1 id=top>Held inserts</h1>${Array.from({ length: 12 }, (_, i) => `<section><h2>S${i}</h2><p>Para ${i} with <a href="#top">a link</a> and <em>words</em>. ${'lorem ipsum '.repeat(20)}</p><ul><li>a${i}</li><li>b${i}</li></ul></section>`).join('\n')}
@@ -53,43 +47,18 @@ function record(frames: readonly Uint8Array[]): { steps: Array<{ ops: DomOps; ex
 }
 
 maybe('DOM operations applied in Chromium', () => {
-  let server: Server;
+  let page: Awaited<ReturnType<typeof bundledPage>>;
   let head: HeadlessPage;
   beforeAll(async () => {
-    const bundle = await build({
-      stdin: {
-        contents: `import { DomOpApplier } from './renderer/dom-ops'; import { dumpDocument } from './renderer/dump'; Object.assign(window, { DomOpApplier, dumpDocument });`,
-        resolveDir: ROOT,
-        loader: 'ts',
-      },
-      bundle: true,
-      format: 'iife',
-      target: 'chrome110',
-      write: false,
-      logLevel: 'warning',
+    page = await bundledPage(`import { DomOpApplier } from './renderer/dom-ops'; import { dumpDocument } from './renderer/dump'; Object.assign(window, { DomOpApplier, dumpDocument });`, {
+      '/': '<!DOCTYPE html><script src="/bundle.js"></script><iframe id="f" src="/frame.html" sandbox="allow-same-origin" style="width:800px;height:600px"></iframe>',
+      '/frame.html': '<!DOCTYPE html><html><head></head><body></body></html>',
     });
-    const js = bundle.outputFiles[0]!.text;
-    server = createServer((req, res) => {
-      if (req.url === '/ops.js') {
-        res.setHeader('content-type', 'text/javascript');
-        res.end(js);
-      } else if (req.url === '/frame.html') {
-        res.setHeader('content-type', 'text/html');
-        res.end('<!DOCTYPE html><html><head></head><body></body></html>');
-      } else {
-        res.setHeader('content-type', 'text/html');
-        res.end('<!DOCTYPE html><script src="/ops.js"></script><iframe id="f" src="/frame.html" sandbox="allow-same-origin" style="width:800px;height:600px"></iframe>');
-      }
-    });
-    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    head = await openHeadless(url);
-    await head.page.goto(url);
+    head = page.head;
     await head.page.waitForFunction('document.getElementById("f").contentDocument?.readyState === "complete"');
   });
   afterAll(async () => {
-    await head?.close();
-    await new Promise((ok) => server?.close(ok));
+    await page?.close();
   });
 
   test('frames in reverse order: after every batch the live document is the builder’s tree', async () => {

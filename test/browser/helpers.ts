@@ -4,7 +4,8 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createServer as createNetServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 import { build } from 'esbuild';
@@ -21,6 +22,7 @@ import {
   type LossyRelay,
   type Transport,
 } from '../../app/browser';
+import type { HeadlessPage } from '../../app/browser/chromium';
 import { startServer, type DhttpServer } from '../../server';
 
 export const ROOT = join(__dirname, '..', '..');
@@ -32,6 +34,32 @@ export const CORPUS_PAGES = ['wikipedia.html', 'nytimes-1.html', 'bbc-1.html', '
   .filter(existsSync)
   .slice(0, 3);
 export const chromiumPresent = existsSync(process.env.CATP_CHROMIUM ?? '/usr/bin/chromium');
+
+/**
+ * Renderer code in a plain page: `entry` (TypeScript run from the project root, which puts what a test needs on
+ * `window`) bundled by esbuild and served at /bundle.js, beside `pages` (path → HTML; '/' is the page opened) over
+ * loopback HTTP, in headless Chromium. close() stops both.
+ */
+export async function bundledPage(entry: string, pages: Record<string, string>): Promise<{ head: HeadlessPage; close(): Promise<void> }> {
+  const bundle = await build({ stdin: { contents: entry, resolveDir: ROOT, loader: 'ts' }, bundle: true, format: 'iife', target: 'chrome110', write: false, logLevel: 'warning' });
+  const js = bundle.outputFiles[0]!.text;
+  const server = createHttpServer((req, res) => {
+    const page = pages[req.url ?? '/'];
+    res.setHeader('content-type', req.url === '/bundle.js' ? 'text/javascript' : 'text/html');
+    res.end(req.url === '/bundle.js' ? js : (page ?? pages['/'] ?? ''));
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const head = await openHeadless(url);
+  await head.page.goto(url);
+  return {
+    head,
+    async close() {
+      await head.close();
+      await new Promise((ok) => server.close(ok));
+    },
+  };
+}
 
 let rendererBuilt: string | null = null;
 

@@ -3,20 +3,12 @@
 // task that stamps it (the DOM applier's next slice does: renderer/dom-ops.ts posts it at the end of a slice, the
 // frame comes first, then the slice); what that task changes is the next frame's, and its update and `settled()` say
 // so. The stamp itself is the first task after the frame, ahead of that slice.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { build } from 'esbuild';
-
-import { openHeadless } from '../../app/browser';
 import type { HeadlessPage } from '../../app/browser/chromium';
-import { chromiumPresent } from './helpers';
+import { bundledPage, chromiumPresent } from './helpers';
 import { describeIf } from '../helpers/requires';
 
 const maybe = describeIf(chromiumPresent, 'Chromium (apt-get install chromium)');
 jest.setTimeout(120_000);
-
-const ROOT = join(__dirname, '..', '..');
 
 interface Outcome {
   updates: Array<{ what: string; count: number; atEpochMs: number }>;
@@ -32,36 +24,17 @@ interface Outcome {
 }
 
 maybe('PaintClock in Chromium', () => {
-  let server: Server;
+  let page: Awaited<ReturnType<typeof bundledPage>>;
   let head: HeadlessPage;
   beforeAll(async () => {
-    const bundle = await build({
-      stdin: { contents: `import { PaintClock } from './renderer/meter'; Object.assign(window, { PaintClock });`, resolveDir: ROOT, loader: 'ts' },
-      bundle: true,
-      format: 'iife',
-      target: 'chrome110',
-      write: false,
-      logLevel: 'warning',
+    page = await bundledPage(`import { PaintClock } from './renderer/meter'; Object.assign(window, { PaintClock });`, {
+      '/': '<!DOCTYPE html><script src="/bundle.js"></script><p id="p">0</p>',
     });
-    const js = bundle.outputFiles[0]!.text;
-    server = createServer((req, res) => {
-      if (req.url === '/meter.js') {
-        res.setHeader('content-type', 'text/javascript');
-        res.end(js);
-      } else {
-        res.setHeader('content-type', 'text/html');
-        res.end('<!DOCTYPE html><script src="/meter.js"></script><p id="p">0</p>');
-      }
-    });
-    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    head = await openHeadless(url);
-    await head.page.goto(url);
+    head = page.head;
     await head.page.waitForFunction('typeof window.PaintClock === "function"');
   });
   afterAll(async () => {
-    await head?.close();
-    await new Promise((ok) => server?.close(ok));
+    await page?.close();
   });
 
   /**
