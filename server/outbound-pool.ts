@@ -12,7 +12,6 @@ export interface Outbound {
   key: string;
   /** The attempt that connected first (null while they race). */
   socket: net.Socket | null;
-  connected: boolean;
   /** Closed (or failed): nothing more goes on it. */
   closed: boolean;
   /** The first attempt (a later one that connects before it won a race). */
@@ -72,7 +71,7 @@ export class OutboundPool {
   send(client: string, port: number, idHex: string, bytes: Uint8Array): Outbound | null {
     const key = `${client}|${port}`;
     let ob = this.pool.get(key);
-    if (ob && !ob.closed && (!ob.connected || (ob.socket !== null && !ob.socket.destroyed && ob.socket.writable))) {
+    if (ob && !ob.closed && (ob.socket === null || (!ob.socket.destroyed && ob.socket.writable))) {
       this.c.tcpConnectsReused++;
       this.pool.delete(key); // move to the LRU tail
       this.pool.set(key, ob);
@@ -85,7 +84,7 @@ export class OutboundPool {
       this.c.tcpOutboundDropped++; // the client resends; its resend goes over TCP
       return null;
     }
-    if (ob.connected && ob.socket !== null) this.write(ob, ob.socket, idHex, bytes);
+    if (ob.socket !== null) this.write(ob, ob.socket, idHex, bytes);
     else {
       ob.queued.push({ idHex, bytes });
       ob.queuedBytes += bytes.length;
@@ -118,7 +117,7 @@ export class OutboundPool {
     }
     this.c.tcpConnectsOpened++;
     const ob: Outbound = {
-      key, socket: null, connected: false, closed: false, first: null, attempts: [], tries: 0, queued: [], queuedBytes: 0, client, port, raceTimer: null, connectTimer: null,
+      key, socket: null, closed: false, first: null, attempts: [], tries: 0, queued: [], queuedBytes: 0, client, port, raceTimer: null, connectTimer: null,
     };
     this.pool.set(key, ob);
     ob.connectTimer = setTimeout(() => this.fail(ob), this.limits.connectTimeoutMs);
@@ -144,7 +143,7 @@ export class OutboundPool {
     if (ob.tries < this.limits.connectAttempts) {
       ob.raceTimer = setTimeout(() => {
         ob.raceTimer = null;
-        if (ob.closed || ob.connected) return;
+        if (ob.closed || ob.socket !== null) return;
         this.c.tcpConnectRaces++;
         this.attempt(ob);
       }, this.limits.connectRaceMs);
@@ -156,23 +155,22 @@ export class OutboundPool {
     const i = ob.attempts.indexOf(socket);
     if (i < 0) return;
     ob.attempts.splice(i, 1);
-    if (!ob.connected && ob.attempts.length === 0) this.fail(ob);
+    if (ob.socket === null && ob.attempts.length === 0) this.fail(ob);
   }
 
   private fail(ob: Outbound): void {
-    if (ob.closed || ob.connected) return;
+    if (ob.closed || ob.socket !== null) return;
     this.c.tcpConnectFailures++;
     this.drop(ob);
   }
 
   /** The first attempt to connect carries the answers; the others are closed. */
   private won(ob: Outbound, socket: net.Socket): void {
-    if (ob.closed || ob.connected) {
+    if (ob.closed || ob.socket !== null) {
       socket.destroy();
       return;
     }
     if (socket !== ob.first) this.c.tcpConnectRaceWins++;
-    ob.connected = true;
     ob.socket = socket;
     this.stopTimers(ob);
     for (const a of ob.attempts) if (a !== socket) a.destroy();
