@@ -10,7 +10,8 @@
 //      measuring loss (TCP hides its own losses).
 //   "fresh"  = responses sent by UDP to requests without the resend flag.
 //   "resent" = resent requests received (including the ones ignored through the ring below: a resend that
-//              races a slow TCP answer is exactly the congestion signal the paper wants to see).
+//              races a slow TCP answer is exactly the congestion signal the paper wants to see), except a resend
+//              of a request the server has not answered yet (our addition: see `admit`).
 //   A ring of the last 10,000 (client address, request ID) pairs answered over TCP: a resend naming one of
 //   them is ignored, TCP already delivers that answer reliably.
 //
@@ -111,6 +112,8 @@ export interface ChannelCounters {
   /** Lifetime totals, never decayed. */
   freshTotal: number;
   resentTotal: number;
+  /** Resends of requests the server was still answering (not counted in `resent`). */
+  resentUnanswered: number;
   ignoredResends: number;
   highLossMode: boolean;
   /** client prefixes in high-loss mode now, and prefixes tracked */
@@ -163,6 +166,7 @@ export class ChannelChooser {
   private readonly peers = new Map<string, LossCounters>();
   private freshTotal = 0;
   private resentTotal = 0;
+  private resentUnanswered = 0;
   private ignored = 0;
   private readonly ring: RecentKeyRing;
 
@@ -198,10 +202,18 @@ export class ChannelChooser {
 
   /**
    * First step for every DHTTP request received over UDP. Counts resends; returns 'ignore' for a resend
-   * whose (client, ID) was already answered over TCP, 'process' otherwise.
+   * whose (client, ID) was already answered over TCP, 'process' otherwise. `unanswered`: the server is still
+   * working on this request (it came, and nothing has been sent for it yet), so the resend says the client's
+   * timer ran out before the server answered, not that the path lost anything, and it is not counted: a slow
+   * first encode of a large page would otherwise put the client's whole prefix in high-loss mode (traced in
+   * the lab, where the warm-up's resend sent every small answer of the next loads over TCP, loss or not).
    */
-  admit(clientAddress: string, idHex: string, resend: boolean): 'process' | 'ignore' {
+  admit(clientAddress: string, idHex: string, resend: boolean, unanswered = false): 'process' | 'ignore' {
     if (!resend) return 'process';
+    if (unanswered && !this.ring.has(globalRequestKey(clientAddress, idHex))) {
+      this.resentUnanswered += 1;
+      return 'process';
+    }
     this.decay();
     this.all.resent += 1;
     this.peer(clientAddress).resent += 1;
@@ -272,6 +284,7 @@ export class ChannelChooser {
       resent: this.all.resent,
       freshTotal: this.freshTotal,
       resentTotal: this.resentTotal,
+      resentUnanswered: this.resentUnanswered,
       ignoredResends: this.ignored,
       highLossMode,
       highLossPeers,

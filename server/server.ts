@@ -158,6 +158,8 @@ class Server implements DhttpServer {
   /** Compressed bodies for plain HTTP/1.1 answers, per file version and coding. */
   private readonly coded = new CodedBodyCache();
   private udpInFlight = 0;
+  /** Requests being answered (`address|ID` → copies in work), from their arrival until their answer went out. */
+  private readonly unanswered = new Map<string, number>();
   /** Address validation: tokens that prove a source address, and what each unproven address may still get. */
   private readonly tokens = new AddressTokens({ key: randomBytes(32), sha256 });
   private readonly budget = new AmplificationBudget();
@@ -343,7 +345,8 @@ class Server implements DhttpServer {
     this.c.udpRequests++;
     const client = rinfo.address;
     if (dreq.resend) this.c.resentRequests++;
-    if (this.chooser.admit(client, idHex, dreq.resend) === 'ignore') {
+    const requestKey = `${client}|${idHex}`;
+    if (this.chooser.admit(client, idHex, dreq.resend, this.unanswered.has(requestKey)) === 'ignore') {
       this.c.ignoredResends++;
       return;
     }
@@ -389,8 +392,7 @@ class Server implements DhttpServer {
     }
 
     // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
-    const dtdKey = `${client}|${idHex}`;
-    const held = this.dtd.reannouncement(dtdKey);
+    const held = this.dtd.reannouncement(requestKey);
     if (held !== undefined) {
       this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, proven || held.ctx.proven);
       return;
@@ -398,6 +400,7 @@ class Server implements DhttpServer {
     const dtdMode = mode === null ? this.dtd.mode(req.headers) : null;
 
     this.udpInFlight++;
+    this.unanswered.set(requestKey, (this.unanswered.get(requestKey) ?? 0) + 1);
     let taken = 0; // body budget held for a large CATP page while it is read and encoded
     // A session's frames take over from the page read for it (the address's share is not charged twice).
     const memory: CatpMemory = {
@@ -432,7 +435,7 @@ class Server implements DhttpServer {
         }
         const plan = planFor(dtdMode, req.method, res);
         if (plan === 'hold') {
-          const ann = this.dtd.hold(dtdKey, res, { rinfo, otherPort, id, idHex, proven });
+          const ann = this.dtd.hold(requestKey, res, { rinfo, otherPort, id, idHex, proven });
           if (ann !== null) {
             this.sendAnswer(ann, 'GET', id, idHex, rinfo, otherPort, resend, proven);
             return;
@@ -456,7 +459,7 @@ class Server implements DhttpServer {
             if (ob !== null) {
               // What is still queued (in Node or in the kernel) goes only with the connection; the client closes
               // its side too, and answers queued behind on it are resent by their clients.
-              this.dtd.cutOnDontBother(dtdKey, () => {
+              this.dtd.cutOnDontBother(requestKey, () => {
                 if (ob.closed || ob.socket?.destroyed === true) return false;
                 this.outbound.drop(ob);
                 return true;
@@ -475,6 +478,9 @@ class Server implements DhttpServer {
         if (catpKey !== null) this.catp.abandon(catpKey);
         if (taken > 0) this.bodies.give(client, taken);
         this.udpInFlight--;
+        const copies = (this.unanswered.get(requestKey) ?? 1) - 1;
+        if (copies > 0) this.unanswered.set(requestKey, copies);
+        else this.unanswered.delete(requestKey);
       });
   }
 

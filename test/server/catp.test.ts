@@ -1100,4 +1100,38 @@ describe('encoding a page off the server thread', () => {
       await server.close();
     }
   }, 180_000);
+
+  test("a resend that comes while the server still encodes the page is not a loss: the client's prefix keeps small answers on UDP", async () => {
+    // The lab's warm-up met this: a best-quality first encode outlasts the client's 300 ms resend timer, and the
+    // resend put the client's whole /24 in high-loss mode, so every small answer of the next loads went over TCP.
+    const big = existsSync(BIG) ? readFileSync(BIG) : Buffer.from(generatedPage(5, 3000));
+    await fsp.writeFile(path.join(root, 'big.html'), big);
+    const server = await startServer({ root, rng: seededRng(12), catp: { coldEncode: 'best' } });
+    const c1 = await new CatpClient(server).start();
+    try {
+      const id = newId();
+      const first = c1.fetch('/big.html', { id });
+      await waitFor(() => server.counters().catpCacheMisses === 1, 'the big page to be requested');
+      await c1.request('/big.html', [['Catp-Mode', 'catp']], { id, resend: true });
+      await waitFor(() => server.counters().resentRequests === 1, 'the resend seen');
+      expect(server.counters().catpEncodesBest).toBe(0); // it came while the page was being encoded
+      const r1 = await first;
+      expect(r1.html).toBe(expectedTree(big));
+      const c = server.counters();
+      expect(c.resentRequests).toBe(1);
+      expect(c.channel.resentUnanswered).toBe(1);
+      expect(c.channel.resent).toBe(0);
+      expect(c.channel.highLossMode).toBe(false);
+      // a small answer to the same client goes over UDP (in high-loss mode, 99 of 100 would go over TCP)
+      const small = await c1.request('/small.html', []);
+      expect((await c1.normalResponse(small)).status).toBe(200);
+      // a resend of a request already answered is a loss, as before
+      await c1.request('/small.html', [], { id: small, resend: true });
+      await waitFor(() => server.counters().channel.resent === 1, 'the resend counted');
+      expect(server.counters().channel.highLossMode).toBe(true);
+    } finally {
+      c1.close();
+      await server.close();
+    }
+  }, 180_000);
 });

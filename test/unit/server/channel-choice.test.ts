@@ -138,6 +138,20 @@ describe('channel choice (DHTTP III-C)', () => {
     expect(c.resent).toBe(3);
   });
 
+  test('a resend of a request the server is still answering is processed and not counted as a loss', () => {
+    const { chooser } = make();
+    chooser.sentUdp(false, '10.0.0.1');
+    expect(chooser.admit('10.0.0.1', 'abc', true, true)).toBe('process');
+    expect(chooser.highLossModeFor('10.0.0.1')).toBe(false);
+    let c = chooser.counters();
+    expect(c.resent).toBe(0);
+    expect(c.resentUnanswered).toBe(1);
+    expect(chooser.admit('10.0.0.1', 'abc', true)).toBe('process'); // answered, and asked again: a loss
+    c = chooser.counters();
+    expect(c.resent).toBe(1);
+    expect(chooser.highLossModeFor('10.0.0.1')).toBe(true);
+  });
+
   test('the ring holds the last 10,000 pairs and evicts the oldest', () => {
     const { chooser } = make();
     for (let i = 0; i < 10_000; i++) chooser.sentTcp('::1', `id${i}`);
