@@ -385,13 +385,13 @@ export class DhttpClient {
         // resend timer, drives what follows.
         req.tokenRetries++;
         this.stats.retriesWithToken++;
-        this.sendUdp(req, nowMs);
+        this.sendUdp(req, nowMs, false);
         req.deadline = null;
         req.proof = { atMs: nowMs, repeats: req.proof?.repeats ?? 0 };
       } else if (req.tokenRetries === 0 && req.origin.token !== null) {
         req.tokenRetries++;
         this.stats.retriesWithToken++;
-        this.sendUdp(req, nowMs);
+        this.sendUdp(req, nowMs, false);
         if (req.load !== null) req.proof = { atMs: nowMs, repeats: 0 };
       } else {
         this.retryOverTcp(req, nowMs);
@@ -599,19 +599,23 @@ export class DhttpClient {
       if (req.tokenRetries >= MAX_STREAM_TOKEN_RETRIES) continue;
       req.tokenRetries++;
       this.stats.proofsOnToken++;
-      this.sendUdp(req, nowMs);
+      this.sendUdp(req, nowMs, false);
       req.deadline = null;
       req.proof = { atMs: nowMs, repeats: 0 };
     }
   }
 
-  /** (Again) the request's datagram, from a UDP phase, which it keeps. */
-  private sendUdp(req: Req, nowMs: number): void {
+  /**
+   * (Again) the request's datagram, from a UDP phase, which it keeps. `resend`: flagged as a resend (its answer
+   * goes over TCP, and the server counts it as a loss); not when the server asked for this send (its `421 … token`,
+   * or its token in another answer), whatever came before it.
+   */
+  private sendUdp(req: Req, nowMs: number, resend = req.resends > 0): void {
     req.lastSendMs = nowMs;
     req.tokenless = req.origin.token === null;
     req.deadline = nowMs + this.timeoutFor(req.resends);
     const stream = req.load !== null;
-    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend: req.resends > 0, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
+    const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
     this.sendDatagram(req, data);
     // A stream's first contact: right behind the request, what pays for its first flight (address-validation.ts).
     // The first time a padded copy of the request, so that a lost request costs a round trip, not a resend (wire.ts
