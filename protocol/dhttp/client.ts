@@ -391,7 +391,8 @@ export class DhttpClient {
       } else if (req.tokenRetries === 0 && req.origin.token !== null) {
         req.tokenRetries++;
         this.stats.retriesWithToken++;
-        this.sendUdp(req, nowMs, false);
+        // a resent request's answer still goes over TCP; a stream's proof is never a resend (see sendUdp)
+        this.sendUdp(req, nowMs, req.load === null && req.resends > 0);
         if (req.load !== null) req.proof = { atMs: nowMs, repeats: 0 };
       } else {
         this.retryOverTcp(req, nowMs);
@@ -607,8 +608,9 @@ export class DhttpClient {
 
   /**
    * (Again) the request's datagram, from a UDP phase, which it keeps. `resend`: flagged as a resend (its answer
-   * goes over TCP, and the server counts it as a loss); not when the server asked for this send (its `421 … token`,
-   * or its token in another answer), whatever came before it.
+   * goes over TCP, and the server counts it as a loss). A stream's proof (after its `421 … token`, or when the
+   * token comes in another answer) never is, whatever came before it: the server asked for it, its frames go over
+   * UDP whatever the flag says, and the flag would only count as a second loss there.
    */
   private sendUdp(req: Req, nowMs: number, resend = req.resends > 0): void {
     req.lastSendMs = nowMs;
