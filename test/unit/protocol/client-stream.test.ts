@@ -198,6 +198,10 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(c.counters().proofRepeats).toBe(8);
   });
 
+  /** A sub-resource's 200 carrying the origin's token (the server hands one to an unproven address). */
+  const okWithToken = (token: string, body = new Uint8Array(0)) =>
+    serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', String(body.length)], ['Catp-Token', token]], body });
+
   test("the stream's token answer lost and the token learned from another answer (a sub-resource's): the stream's proof goes at once, once", () => {
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
@@ -208,7 +212,7 @@ describe("first contact: a stream's first flight comes unproven (address validat
     // the page's image, asked without a token, is answered with one (the server hands a token to an unproven address)
     const img = c.request({ url: 'dhttp://127.0.0.1:8080/logo.png' }, 120);
     expect(sentRequests(drain(c).actions)).toHaveLength(1);
-    const withToken = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', '2'], ['Catp-Token', '1.abc.CCCCCCCCCCCCCCCCCCCCCC']], body: new Uint8Array([1, 2]) });
+    const withToken = okWithToken('1.abc.CCCCCCCCCCCCCCCCCCCCCC', new Uint8Array([1, 2]));
     c.receiveDatagram(encodeResponse(hexToId(img), withToken), SERVER, 200);
     const { actions, events } = drain(c);
     const sent = actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data));
@@ -229,7 +233,7 @@ describe("first contact: a stream's first flight comes unproven (address validat
     const c = client();
     const img = c.request({ url: 'dhttp://127.0.0.1:8080/logo.png' }, 0);
     drain(c);
-    const withToken = serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', '0'], ['Catp-Token', '1.abc.DDDDDDDDDDDDDDDDDDDDDD']], body: new Uint8Array(0) });
+    const withToken = okWithToken('1.abc.DDDDDDDDDDDDDDDDDDDDDD');
     c.receiveDatagram(encodeResponse(hexToId(img), withToken), SERVER, 50);
     drain(c);
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 60);
