@@ -15,6 +15,32 @@ import { startServer, type DhttpServer } from '../../server';
 import { BenchError } from '../errors';
 import { gitCommit } from '../commit';
 
+const HELP = `usage: node dist/bench/address-validation/run.js [options]      (npm run bench:address-validation -- [options])
+
+What address validation costs a client: fresh clients' first small request (the demo site's index.html) and first
+CATP loads (the demo article, and ../shared/corpus's lemonde-1.html when it is there) against the same clients' next
+ones (the address token cached), through relays that add 40 ms each way on loopback (no loss), each client on a
+loopback address of its own.
+Prints medians and writes bench/results/address-validation.json.
+
+options:
+  --reps N     rounds of fresh clients, one after another, the figures their medians (1 to 100; default 9)
+  -h, --help   show this help`;
+
+function parseArgs(argv: string[]): { reps: number } | 'help' {
+  let reps = 9;
+  const usage = (msg: string) => new BenchError('BENCH_ERR_USAGE', `${msg} (--help for the options)`);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-h' || a === '--help') return 'help';
+    const m = /^--reps(?:=(.*))?$/.exec(a);
+    if (!m) throw usage(`unknown argument ${a}`);
+    reps = Number(m[1] ?? argv[++i]);
+    if (!Number.isInteger(reps) || reps < 1 || reps > 100) throw usage('--reps takes an integer from 1 to 100');
+  }
+  return { reps };
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? NaN;
@@ -42,10 +68,13 @@ interface Row {
 }
 
 async function main(): Promise<void> {
+  const parsed = parseArgs(process.argv.slice(2));
+  if (parsed === 'help') {
+    console.log(HELP);
+    return;
+  }
+  const { reps } = parsed;
   const commit = gitCommit();
-  const i = process.argv.indexOf('--reps');
-  const reps = i > 0 ? Number(process.argv[i + 1]) : 9;
-  if (!Number.isInteger(reps) || reps < 1 || reps > 100) throw new BenchError('BENCH_ERR_USAGE', '--reps takes an integer from 1 to 100');
   const root = path.join(__dirname, '..', '..', '..');
   const real = path.resolve(root, '..', 'shared', 'corpus', 'real-pages');
   // listening on every address: each client comes from its own loopback address

@@ -41,7 +41,7 @@ export function baselineModules(dir: string, quality: number): HostModules {
     try {
       return load(`./dist/${m}`);
     } catch (e) {
-      throw new BenchError('BENCH_ERR_USAGE', `CATP_BENCH_BASELINE=${dir}: cannot load dist/${m} (build that checkout first): ${(e as Error).message}`);
+      throw new BenchError('BENCH_ERR_USAGE', `CATP_BENCH_BASELINE=${dir}: cannot load dist/${m} (build that checkout first): ${(e as Error).message.split('\n')[0]}`);
     }
   };
   const catp = at('protocol/catp') as typeof import('../../protocol/catp');
@@ -65,6 +65,33 @@ export function hostPath(m: HostModules, frames: Uint8Array[]): { ms: number; js
     for (const ev of events.frame(record, step.events)) if (ev.type === 'dom') json += JSON.stringify(ev).length;
   });
   return { ms: performance.now() - t, json };
+}
+
+const HELP = `usage: node dist/bench/catp/run.js [options]      (npm run bench:catp -- [options])
+
+CATP over every page of the real-pages corpus, in process: encode and assemble throughput (MB/s of HTML; frames decoded
+by the host's codec and, beside it, by Node's decoder), index and wire bytes as a percentage of the page's bytes and
+against its gzip size, where the index's decoded bytes go, frames per page, the bytes sent before the first text the
+body shows is on hand (CATP against one brotli stream of the page), and the browser host's whole path per frame
+(stream load, the tree builder's DOM operations, their JSON for the renderer).
+Prints a table and writes bench/results/catp.json under the current directory (run it from the project root).
+
+options:
+  -h, --help                show this help
+
+environment:
+  CATP_CORPUS=DIR           the corpus, with real-pages/ in it (else ../shared/corpus from the current directory)
+  CATP_BENCH_REPS=N         repeats of each timed pass over a page's frames (default 3)
+  CATP_BENCH_QUALITY=Q      the codec's final brotli quality (default 11, as the server uses)
+  CATP_BENCH_BASELINE=DIR   another checkout, built: its host path runs beside this one's on the same frames,
+                            alternating, and the time ratio is reported`;
+
+/** No options but --help (the settings are environment variables). */
+function parseArgs(argv: string[]): 'run' | 'help' {
+  const a = argv[0];
+  if (a === undefined) return 'run';
+  if (a === '-h' || a === '--help') return 'help';
+  throw new BenchError('BENCH_ERR_USAGE', `unknown argument ${a} (--help for the options)`);
 }
 
 function corpus(): string | null {
@@ -105,6 +132,10 @@ function breakdown(pieces: IndexPiece[]): Record<string, number> {
 }
 
 function main(): void {
+  if (parseArgs(process.argv.slice(2)) === 'help') {
+    console.log(HELP);
+    return;
+  }
   const commit = gitCommit();
   const dir = corpus();
   if (!dir) {
@@ -326,4 +357,11 @@ function main(): void {
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 
-if (require.main === module) main();
+if (require.main === module) {
+  try {
+    main();
+  } catch (err: unknown) {
+    console.error(err instanceof Error ? err.message : err);
+    process.exitCode = 1;
+  }
+}

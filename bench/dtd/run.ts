@@ -332,17 +332,46 @@ async function main(): Promise<void> {
   }, null, 2)}\n`);
 }
 
+const HELP = `usage: node dist/bench/dtd/run.js [options]      (npm run bench:dtd -- [options])
+
+Payload bytes and total time of a workload (24 fetches: 12 distinct payloads of 1.5 to 12 KB and 12 duplicates,
+aliases and reloads) with DTD off, proceed and auto-proceed, over two emulated links (modem: 56 kb/s, 100 ms RTT;
+lan: 100 Mb/s, 0.5 ms RTT; lab/link.ts: real kernel packets between two network namespaces, needs root or user
+namespaces). Then the CATP reload figure: one page (../shared/corpus's wikipedia.html, else the demo article) loaded
+as CATP frames with a fresh payload store: first load, unchanged reload, reload in a new session, reload after one
+paragraph changed; in process on loopback, the server paced at a link's rate (lan; dsl: 10 Mb/s, 40 ms RTT) and a
+relay adding the delay, median of ${REPEATS} runs a row.
+Prints tables and writes bench/results/dtd.json.
+
+options:
+  --catp       only the CATP reload figure (no emulated link): sets catpReload in dtd.json, keeping the rest
+  -h, --help   show this help`;
+
+/** The public modes (the child processes' --server and --client are dispatched before this). */
+function parseArgs(argv: string[]): 'all' | 'catp' | 'help' {
+  let mode: 'all' | 'catp' = 'all';
+  for (const a of argv) {
+    if (a === '-h' || a === '--help') return 'help';
+    if (a !== '--catp') throw new BenchError('BENCH_ERR_USAGE', `unknown argument ${a} (--help for the options)`);
+    mode = 'catp';
+  }
+  return mode;
+}
+
 const arg = process.argv[2];
 if (arg === '--server') void serverMain(process.argv[3], process.argv[4]);
 else if (arg === '--client') clientMain(process.argv[3], process.argv[4], process.argv[5]).catch((e) => {
   process.stderr.write(`${(e as Error).stack}\n`);
   process.exit(1);
 });
-else if (arg === '--catp') catpOnly().catch((e) => {
-  process.stderr.write(`${(e as Error).stack}\n`);
-  process.exit(1);
-});
-else main().catch((e) => {
-  process.stderr.write(`${(e as Error).stack}\n`);
-  process.exit(1);
-});
+else {
+  const run = async (): Promise<void> => {
+    const mode = parseArgs(process.argv.slice(2));
+    if (mode === 'help') console.log(HELP);
+    else await (mode === 'catp' ? catpOnly() : main());
+  };
+  run().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}

@@ -19,6 +19,32 @@ import { gitCommit } from '../commit';
 
 const MiB = 1024 * 1024;
 
+const HELP = `usage: node dist/bench/memory/run.js [options]      (npm run bench:memory -- [options])
+
+The reference server's memory under hostile load: the RSS of catp serve in a child process (/proc/PID/status:
+VmRSS and VmHWM; Linux only) idle; under 1,000 slowloris connections from 40 loopback addresses, each sending a header
+line every 2 s for 12 s; then under N clients (25 a loopback address) that ask for a 64 MiB file over HTTP/1.1 and
+never read, while one client at another address reads the whole file (its time).
+Prints the figures and writes bench/results/memory.json.
+
+options:
+  --large N    clients that never read the 64 MiB file (1 to 4000; default 1000)
+  -h, --help   show this help`;
+
+function parseArgs(argv: string[]): { large: number } | 'help' {
+  let large = 1000;
+  const usage = (msg: string) => new BenchError('BENCH_ERR_USAGE', `${msg} (--help for the options)`);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-h' || a === '--help') return 'help';
+    const m = /^--large(?:=(.*))?$/.exec(a);
+    if (!m) throw usage(`unknown argument ${a}`);
+    large = Number(m[1] ?? argv[++i]);
+    if (!Number.isInteger(large) || large < 1 || large > 4000) throw usage('--large takes an integer from 1 to 4000');
+  }
+  return { large };
+}
+
 function status(pid: number): { rss: number; hwm: number } {
   const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN) * 1024;
@@ -132,10 +158,13 @@ async function largeFiles(port: number, pid: number, n: number): Promise<Record<
 }
 
 async function main(): Promise<void> {
+  const parsed = parseArgs(process.argv.slice(2));
+  if (parsed === 'help') {
+    console.log(HELP);
+    return;
+  }
+  const { large } = parsed;
   const commit = gitCommit();
-  const i = process.argv.indexOf('--large');
-  const large = i > 0 ? Number(process.argv[i + 1]) : 1000;
-  if (!Number.isInteger(large) || large < 1 || large > 4000) throw new BenchError('BENCH_ERR_USAGE', '--large takes an integer from 1 to 4000');
   if (os.platform() !== 'linux') throw new BenchError('BENCH_ERR_PLATFORM', 'bench:memory reads /proc: Linux only');
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-memory-'));
   fs.writeFileSync(path.join(root, 'small.bin'), Buffer.alloc(500, 1));

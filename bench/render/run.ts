@@ -29,7 +29,26 @@ import { gitCommit } from '../commit';
 
 interface Options { page: string; runs: number; corpus: string; rates: number[] }
 
-function parseArgs(argv: string[]): Options {
+const HELP = `usage: node dist/bench/render/run.js [options]      (npm run bench:render -- [options])
+
+How long a CATP frame waits between its kernel receive timestamp and the paint that shows it, and how fast the
+renderer fills blocks: a corpus page loaded with no loss over loopback, at several sender ceilings, in the real
+renderer (catp browse --headless --record). Per rate: receive-to-paint p50/p95/max over the useful frames, where it
+goes (host, ipc, apply, paint), split at the load's first paint (the first flight, the rest), and blocks painted a
+second. Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page.
+Prints tables and writes bench/results/render.json.
+
+options:
+  --page NAME             a page of the corpus's real-pages/ (default wikipedia-2.html, ~1 MB)
+  --runs N                timed loads a rate, after one warm-up (default 5)
+  --corpus DIR            the corpus, with real-pages/ in it (default $CATP_CORPUS, else ../shared/corpus)
+  --rate B/S[,B/S...]     the sender's ceilings, B/s (default 50000,1000000,50000000)
+  -h, --help              show this help
+
+environment:
+  CATP_CORPUS=DIR         the default of --corpus`;
+
+function parseArgs(argv: string[]): Options | 'help' {
   const root = path.join(__dirname, '..', '..', '..');
   const opts: Options = {
     page: 'wikipedia-2.html',
@@ -38,15 +57,17 @@ function parseArgs(argv: string[]): Options {
     // the lab's link, a modest broadband one (8 Mbit/s) and as fast as loopback goes
     rates: [50_000, 1_000_000, 50_000_000],
   };
+  const usage = (msg: string) => new BenchError('BENCH_ERR_USAGE', `${msg} (--help for the options)`);
   for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '-h' || argv[i] === '--help') return 'help';
     const m = /^--(page|runs|corpus|rate)(?:=(.*))?$/.exec(argv[i]);
-    if (!m) throw new BenchError('BENCH_ERR_USAGE', `unknown argument ${argv[i]} (use --page NAME --runs N --corpus DIR --rate B/S[,B/S...])`);
+    if (!m) throw usage(`unknown argument ${argv[i]}`);
     const v = m[2] ?? argv[++i];
-    if (v === undefined) throw new BenchError('BENCH_ERR_USAGE', `--${m[1]} needs a value`);
+    if (v === undefined) throw usage(`--${m[1]} needs a value`);
     if (m[1] === 'page' || m[1] === 'corpus') opts[m[1]] = v;
     else {
       const ns = v.split(',').map(Number);
-      if (ns.length === 0 || !ns.every((n) => Number.isInteger(n) && n > 0)) throw new BenchError('BENCH_ERR_USAGE', `--${m[1]} needs positive integers`);
+      if (ns.length === 0 || !ns.every((n) => Number.isInteger(n) && n > 0)) throw usage(`--${m[1]} needs positive integers`);
       if (m[1] === 'runs') opts.runs = ns[0]!;
       else opts.rates = ns;
     }
@@ -205,8 +226,13 @@ async function atRate(opts: Options, dir: string, rate: number) {
 }
 
 async function main(): Promise<void> {
+  const parsed = parseArgs(process.argv.slice(2));
+  if (parsed === 'help') {
+    console.log(HELP);
+    return;
+  }
+  const opts = parsed;
   const commit = gitCommit();
-  const opts = parseArgs(process.argv.slice(2));
   const file = path.join(opts.corpus, 'real-pages', opts.page);
   if (!fs.existsSync(file)) throw new BenchError('BENCH_ERR_NO_PAGE', `${file} not found (set --corpus or CATP_CORPUS)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catp-bench-render-'));
