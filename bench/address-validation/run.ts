@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { DhttpHost } from '../../app/dhttp-host';
 import { startLossyRelay, type LossyRelay } from '../../app/browser/lossy-relay';
 import { startServer, type DhttpServer } from '../../server';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 
 const HELP = `usage: node dist/bench/address-validation/run.js [options]      (npm run bench:address-validation -- [options])
@@ -154,6 +154,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exitCode = 1;
+  console.error(failureText(err));
+  process.exitCode = failureStatus(err);
 });

@@ -21,7 +21,7 @@ import { blockFrames, brotliCodec, CatpAssembler, type FrameCodec, CHECK_BYTES, 
 import { hostCodec } from '../../app/catp-codec';
 import { PageNames } from '../../app/browser/page-names';
 import { StreamLoadEvents } from '../../app/browser/stream-events';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 import { catpFirstText, streamFirstText } from './first-text';
 
@@ -361,7 +361,7 @@ if (require.main === module) {
   try {
     main();
   } catch (err: unknown) {
-    console.error(err instanceof Error ? err.message : err);
-    process.exitCode = 1;
+    console.error(failureText(err));
+    process.exitCode = failureStatus(err);
   }
 }

@@ -32,7 +32,7 @@ import { DhttpHost, type StreamEvent } from '../../app';
 import { startLossyRelay } from '../../app/browser/lossy-relay';
 import { PayloadStore } from '../../app/payload-store';
 import { parse5TreeBuilder, type CatpEvent } from '../../protocol/catp';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 
 const PORT = 8080;
 
@@ -371,7 +371,7 @@ else {
     else await (mode === 'catp' ? catpOnly() : main());
   };
   run().catch((err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(1);
+    console.error(failureText(err));
+    process.exit(failureStatus(err));
   });
 }

@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 
 const MiB = 1024 * 1024;
@@ -206,6 +206,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exitCode = 1;
+  console.error(failureText(err));
+  process.exitCode = failureStatus(err);
 });

@@ -24,7 +24,7 @@ import * as path from 'node:path';
 import type { LoadRecord } from '../../protocol/browser/api';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 
 interface Options { page: string; runs: number; corpus: string; rates: number[] }
@@ -267,7 +267,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exitCode = 1;
+    console.error(failureText(err));
+    process.exitCode = failureStatus(err);
   });
 }

@@ -21,7 +21,7 @@ import { encodeForMode, errorCode } from '../../server/catp-encode';
 import { hostCodec } from '../../app/catp-codec';
 import { sniffHtmlEncoding } from '../../protocol/html-encoding';
 import { generatePage } from '../../lab/silent-time/pages';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 import { compare, type Load, nameSeed, type PagePoint, perPage, simulateLoad, summarize } from './sweep';
 
@@ -198,7 +198,7 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exitCode = 1;
+    console.error(failureText(err));
+    process.exitCode = failureStatus(err);
   });
 }

@@ -23,7 +23,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Endpoint, packageRoot } from '../../native';
 import type { SendJob, SendResult } from './sender';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { gitCommit } from '../commit';
 
 interface Options { count: number; rounds: number; size: number; burst: number }
@@ -311,6 +311,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exitCode = 1;
+  console.error(failureText(err));
+  process.exitCode = failureStatus(err);
 });

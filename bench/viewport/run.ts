@@ -26,7 +26,7 @@ import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { hostCodec } from '../../app/catp-codec';
 import { sha256 } from '../../platform/sha256';
 import { encodePage } from '../../protocol/catp';
-import { BenchError } from '../errors';
+import { BenchError, failureStatus, failureText } from '../errors';
 import { catpBytesUntilSettled, preorder } from '../catp/first-text';
 import { gitCommit } from '../commit';
 
@@ -178,6 +178,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: unknown) => {
-  console.error(e instanceof Error ? e.message : String(e));
-  process.exitCode = 1;
+  console.error(failureText(e));
+  process.exitCode = failureStatus(e);
 });
