@@ -526,6 +526,8 @@ export class Http1Core<P> {
         const line = latin1Decode(this.buf.peek(end));
         this.consume(end + 2);
         this.trailerBytes += end + 2;
+        // the scan bounds the line's content, not its CRLF: the section is held to the limit here, as the head is
+        if (this.trailerBytes > this.maxHeaderBytes) fail('HTTP_ERR_HEADER_TOO_LARGE', `trailer section exceeds ${this.maxHeaderBytes} bytes`);
         if (line === '') {
           this.finish();
           return true;
@@ -569,6 +571,8 @@ export class Http1Core<P> {
     let found = -1;
     for (let i = this.scanPos; i < len; i++) {
       const b = this.buf.at(i);
+      // every byte counts, the LF that ends the section too (checked after the end was found, limit + 1 bytes passed)
+      if (i + 1 > limit) fail('HTTP_ERR_HEADER_TOO_LARGE', `header section exceeds ${limit} bytes`);
       if (i > 0 && this.buf.at(i - 1) === CR && b !== LF) fail('HTTP_ERR_BARE_CR', 'CR not followed by LF');
       if (b === LF) {
         if (i === 0 || this.buf.at(i - 1) !== CR) fail('HTTP_ERR_BARE_LF', 'LF without CR');
@@ -580,7 +584,6 @@ export class Http1Core<P> {
       } else if (b === 0) {
         fail('HTTP_ERR_BAD_HEADER', 'NUL byte in the header section');
       }
-      if (i + 1 > limit) fail('HTTP_ERR_HEADER_TOO_LARGE', `header section exceeds ${limit} bytes`);
     }
     if (found < 0) {
       this.scanPos = len;

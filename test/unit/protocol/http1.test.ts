@@ -183,6 +183,38 @@ describe('malformed requests', () => {
     expect(codeOf(() => parseRequestDatagram(bytes))).toBe(code);
   });
 
+  test('the header and trailer sections are held to maxHeaderBytes to the byte, whatever the chunking (fuzz s58)', () => {
+    // The head's last LF was not counted (a section of limit + 1 bytes passed), and each trailer line's CRLF was
+    // not either (a trailer section of limit + 4 bytes passed).
+    const head = b('GET / HTTP/1.1\r\nHost: a\r\n\r\n');
+    const trailed = (n: number): Uint8Array => b(`POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: ${'y'.repeat(n - 7)}\r\n\r\n`);
+    const cases: [Uint8Array, number, string][] = [
+      [head, head.length, 'GET'],
+      [head, head.length - 1, 'HTTP_ERR_HEADER_TOO_LARGE'],
+      [trailed(60), 60, 'POST'], // a 56-byte head, a 60-byte trailer section
+      ...[61, 62, 63, 64].map((n): [Uint8Array, number, string] => [trailed(n), 60, 'HTTP_ERR_HEADER_TOO_LARGE']),
+    ];
+    const outcome = (f: () => HttpRequest | null): string => {
+      try {
+        return f()?.method ?? 'none';
+      } catch (e) {
+        if (isProtocolError(e)) return e.code;
+        throw e;
+      }
+    };
+    for (const [bytes, maxHeaderBytes, want] of cases) {
+      expect(outcome(() => parseRequestDatagram(bytes, { maxHeaderBytes }))).toBe(want);
+      for (const step of [1, 7]) {
+        const p = new RequestParser({ maxHeaderBytes });
+        for (let off = 0; off < bytes.length; off += step) p.push(bytes.subarray(off, off + step));
+        expect(outcome(() => p.next())).toBe(want);
+      }
+    }
+    const res = b('HTTP/1.1 204 No Content\r\n\r\n');
+    expect(parseResponseDatagram(res, { maxHeaderBytes: res.length }).status).toBe(204);
+    expect(codeOf(() => parseResponseDatagram(res, { maxHeaderBytes: res.length - 1 }))).toBe('HTTP_ERR_HEADER_TOO_LARGE');
+  });
+
   test('body limit option', () => {
     const bytes = b(REQ_HEAD + 'Content-Length: 11\r\n\r\nhello world');
     expect(codeOf(() => parseRequestDatagram(bytes, { maxBodyBytes: 10 }))).toBe('HTTP_ERR_BODY_TOO_LARGE');
