@@ -335,6 +335,8 @@ export class Http1Core<P> {
   private scanPos = 0;
   private prefix: P | null = null;
   private head: ParsedHead | null = null;
+  /** An interim (1xx) response was skipped and its final response has not begun: the answer is under way. */
+  private interim = false;
   private bodyParts: Uint8Array[] = [];
   private bodyLength = 0;
   private remaining = 0;
@@ -366,9 +368,18 @@ export class Http1Core<P> {
     return this.error;
   }
 
-  /** True when no partial message is buffered (a clean place for the connection to end). */
+  /**
+   * True when no partial message is buffered (a clean place for the connection to end). A message has begun once
+   * its DHTTP prefix (already out of the buffer) or an interim response before it has been read.
+   */
   get idle(): boolean {
-    return this.buf.length === 0 && (this.state === 'head' || this.state === 'prefix' || this.state === 'closed' || this.state === 'done') && this.head === null;
+    return (
+      this.buf.length === 0 &&
+      (this.state === 'head' || this.state === 'prefix' || this.state === 'closed' || this.state === 'done') &&
+      this.head === null &&
+      this.prefix === null &&
+      !this.interim
+    );
   }
 
   push(data: Uint8Array): void {
@@ -599,12 +610,14 @@ export class Http1Core<P> {
       if (!this.hooks.skipInterim) fail('HTTP_ERR_INTERIM', 'interim (1xx) responses are not allowed here');
       // Validate framing headers anyway, then skip the interim response.
       framingOf(head, 'response', 'GET', this.maxBodyBytes);
+      this.interim = true;
       return true;
     }
     const method = this.hooks.kind === 'response' ? this.hooks.requestMethod(prefix) : '';
     const framing = framingOf(head, this.hooks.kind, method, this.maxBodyBytes);
     if (this.hooks.kind === 'response') this.hooks.onFinalHead?.(prefix);
     this.head = head;
+    this.interim = false;
     this.bodyParts = [];
     this.bodyLength = 0;
     if (this.hooks.streamBody && this.hooks.kind === 'response') {

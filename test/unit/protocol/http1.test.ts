@@ -114,6 +114,26 @@ describe('parsers', () => {
     expect(() => p.push(b('x'))).toThrow(LocalProtocolError);
   });
 
+  test('an interim response then end() is a truncated answer, not a clean end (fuzz s58)', () => {
+    // The 1xx is gone from the buffer and no final head has begun: idle said true, end() recorded nothing and the
+    // answer vanished without an error.
+    const p = new ResponseParser();
+    p.push(b('HTTP/1.1 100 Continue\r\n\r\n'));
+    expect(p.idle).toBe(false);
+    p.end();
+    expect(codeOf(() => p.next())).toBe('HTTP_ERR_TRUNCATED');
+    const s = new StreamingResponseParser();
+    s.push(b('HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n'));
+    s.end();
+    expect(codeOf(() => s.next())).toBe('HTTP_ERR_TRUNCATED');
+    // the final response after it still completes as before
+    const q = new ResponseParser();
+    q.push(b('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    expect(q.idle).toBe(true);
+    q.end();
+    expect(td.decode(q.next()?.body)).toBe('ok');
+  });
+
   test('bytesConsumed marks where each message ends', () => {
     const one = b('HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na');
     const two = b('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nbb');

@@ -68,6 +68,27 @@ test('response stream: truncation at end()', () => {
   expect(codeOf(() => s.next())).toBe('HTTP_ERR_TRUNCATED');
 });
 
+test('end() right after a message\'s prefix is a truncation, not a clean end (fuzz s58)', () => {
+  // The prefix leaves the buffer when it is read, so `idle` held while the rest of the message was still to come.
+  const res = new DhttpResponseStream();
+  res.push(id(1));
+  expect(res.idle).toBe(false);
+  res.end();
+  expect(codeOf(() => res.next())).toBe('HTTP_ERR_TRUNCATED');
+  const req = new DhttpRequestStream();
+  req.push(encodeRequest({ id: id(2), otherPort: 40001, resend: false, http: new Uint8Array(0) }));
+  expect(req.idle).toBe(false);
+  req.end();
+  expect(codeOf(() => req.next())).toBe('HTTP_ERR_TRUNCATED');
+  // between whole messages the stream is idle and ends cleanly
+  const whole = new DhttpResponseStream();
+  whole.push(encodeResponse(id(3), serializeResponse(ok('x'))));
+  expect(whole.idle).toBe(true);
+  whole.end();
+  expect(td.decode(whole.next()?.response.body)).toBe('x');
+  expect(whole.next()).toBeNull();
+});
+
 test('request stream: ID | port | flags | request messages', () => {
   const http = serializeRequest({ method: 'POST', target: '/p', headers: [['Host', 'h']], body: te.encode('data') });
   const s = new DhttpRequestStream();
