@@ -45,6 +45,28 @@ function bomEncoding(b: Uint8Array): string | null {
   return null;
 }
 
+const BOMS = [[0xef, 0xbb, 0xbf], [0xfe, 0xff], [0xff, 0xfe]];
+
+/** The first `n` bytes of `chunks` (all of them when fewer). */
+function concatHeld(chunks: readonly Uint8Array[], n: number): Uint8Array {
+  let total = 0;
+  for (const c of chunks) total += c.length;
+  const out = new Uint8Array(Math.min(n, total));
+  let off = 0;
+  for (const c of chunks) {
+    if (off === out.length) break;
+    const part = c.subarray(0, out.length - off);
+    out.set(part, off);
+    off += part.length;
+  }
+  return out;
+}
+
+/** `start` (a stream's first bytes, fewer than a BOM's) may still become a BOM. */
+function bomMayFollow(start: Uint8Array): boolean {
+  return BOMS.some((bom) => start.length < bom.length && start.every((b, i) => b === bom[i]));
+}
+
 /**
  * The encoding of an HTML document. `complete`: `bytes` is the whole document (else a prefix of at least the
  * first 1,024 bytes, or all there will be). An unknown `charset` label counts as none (the spec's rule).
@@ -133,17 +155,16 @@ export class StreamingHtmlDecoder {
       }
       const label = charsetParam(this.contentType);
       const labelled = label !== undefined && labelToName(label) !== null;
-      const first = this.held[0];
-      const bom = first !== undefined && first.length >= 3 && bomEncoding(first) !== null;
-      if (this.heldBytes < PRESCAN_BYTES && !last && !labelled && !bom) return '';
-      const all = new Uint8Array(this.heldBytes);
-      let off = 0;
-      for (const h of this.held) {
-        all.set(h, off);
-        off += h.length;
-      }
+      // Whatever the chunks: a BOM beats the label, so neither decides while the first bytes may still become one
+      // (a BOM cut between chunks), and the prescan and the UTF-8 check see the first PRESCAN_BYTES, no more, however
+      // many came in before the decision (the whole stream only when it is shorter).
+      const start = concatHeld(this.held, 3);
+      const bom = bomEncoding(start) !== null;
+      if (!last && !bom && (bomMayFollow(start) || (!labelled && this.heldBytes < PRESCAN_BYTES))) return '';
+      const all = concatHeld(this.held, this.heldBytes);
       this.held = [];
-      this.encoding = sniffHtmlEncoding(all, { contentType: this.contentType, complete: last }).encoding;
+      const prefix = this.heldBytes >= PRESCAN_BYTES;
+      this.encoding = sniffHtmlEncoding(prefix ? all.subarray(0, PRESCAN_BYTES) : all, { contentType: this.contentType, complete: last && !prefix }).encoding;
       this.decoder = textDecoderFor(this.encoding);
       return this.decoder.decode(all, { stream: !last });
     }

@@ -67,6 +67,33 @@ describe('StreamingHtmlDecoder', () => {
     }
   });
 
+  test('the same bytes give the same text wherever the first chunks are cut: a BOM cut, a first chunk past 1,024 bytes (fuzz s58)', () => {
+    const decode = (contentType: string | undefined, bytes: Uint8Array, cuts: number[], lastWithData = false) => {
+      const d = new StreamingHtmlDecoder(contentType);
+      let out = '';
+      let at = 0;
+      for (const [i, c] of cuts.entries()) {
+        out += d.push(bytes.subarray(at, c), lastWithData && i === cuts.length - 1);
+        at = c;
+      }
+      if (!lastWithData) out += d.push(new Uint8Array(0), true);
+      return { out, encoding: d.encoding };
+    };
+    // A BOM beats the label: a label used to decide on a first chunk that held only the BOM's first byte.
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf, ...enc('<p>é</p>', 'utf-8')]);
+    for (const cuts of [[bom.length], [1, bom.length], [2, bom.length], [1, 2, 3, bom.length]]) {
+      expect(decode('text/html; charset=gbk', bom, cuts)).toEqual({ out: '<p>é</p>', encoding: 'UTF-8' });
+    }
+    // No label, no meta: the UTF-8 check sees the first 1,024 bytes, however many the first chunk brought (it saw
+    // them all, and a windows-1252 byte past 1,024 turned a page UTF-8 or not by where TCP cut it).
+    const late = new Uint8Array([...enc(`<p>${'a'.repeat(1100)}`, 'utf-8'), 0xe9, ...enc('</p>', 'utf-8')]);
+    const want = decode(undefined, late, [1024, late.length]);
+    expect(want.encoding).toBe('UTF-8');
+    for (const cuts of [[late.length], [1, late.length], [1030, late.length]]) expect(decode(undefined, late, cuts)).toEqual(want);
+    expect(decode(undefined, late, [late.length], true)).toEqual(want);
+    expect(decode(undefined, late, [600, late.length], true)).toEqual(want);
+  });
+
   test('without a label it holds its text until the prescan has 1,024 bytes (or the end); with one it does not', () => {
     const bytes = enc(`<!doctype html><meta charset="windows-1252"><p>${'é'.repeat(2000)}</p>`, 'windows-1252');
     const d = new StreamingHtmlDecoder('text/html');
