@@ -64,10 +64,74 @@ interface SlotState<H> {
   node: number;
   h: H;
   attr: IndexAttr | null;
-  /** For a slot in several parts, each part once it has come (undefined before); null for one part (most): its fill is the value. */
-  parts: Array<string | undefined> | null;
+  /** For a slot in several parts, the parts that have come; null for one part (most): its fill is the value. */
+  parts: SlotParts | null;
   left: number;
   placeholder: H | null;
+}
+
+/**
+ * The parts of a slot in several parts that have come, and the offset (UTF-16) each goes in at. Sized by what came,
+ * never by the count the index declares: a hostile index frame may declare millions of parts a slot, and an array of
+ * that many per slot, made as its piece came, ran a host out of memory from one 137-byte datagram. A part's offset is
+ * the length of the runs of consecutive parts before it, and the next part of a run (a block's parts of a slot come in
+ * a row) goes right after the last one: a walk over every part below each part made a hostile page of 1,428 parts a
+ * block in one slot cost more per frame as the slot filled (over 1 s a frame from its 75th data frame of 49 bytes).
+ */
+class SlotParts {
+  private readonly texts = new Map<number, string>();
+  /** Runs of consecutive parts here, in part order: first part, end (exclusive), UTF-16 length. */
+  private readonly runs: Array<{ first: number; end: number; length: number }> = [];
+  /** The offset of part `next`, right after the last one added (valid until the next add). */
+  private next = -1;
+  private nextOffset = 0;
+
+  has(part: number): boolean {
+    return this.texts.has(part);
+  }
+
+  get(part: number): string | undefined {
+    return this.texts.get(part);
+  }
+
+  /** Adds a part not here yet; returns its offset (the length of the parts here before it). */
+  add(part: number, text: string): number {
+    const runs = this.runs;
+    let at = 0; // the first run after the part
+    let hi = runs.length;
+    while (at < hi) {
+      const mid = (at + hi) >> 1;
+      if (runs[mid].first < part) at = mid + 1;
+      else hi = mid;
+    }
+    let offset = 0;
+    if (part === this.next) offset = this.nextOffset;
+    else for (let k = 0; k < at; k++) offset += runs[k].length;
+    const before = at > 0 && runs[at - 1].end === part ? runs[at - 1] : null;
+    const after = at < runs.length && runs[at].first === part + 1 ? runs[at] : null;
+    if (before !== null && after !== null) {
+      before.end = after.end;
+      before.length += text.length + after.length;
+      runs.splice(at, 1);
+    } else if (before !== null) {
+      before.end++;
+      before.length += text.length;
+    } else if (after !== null) {
+      after.first = part;
+      after.length += text.length;
+    } else runs.splice(at, 0, { first: part, end: part + 1, length: text.length });
+    this.texts.set(part, text);
+    this.next = part + 1;
+    this.nextOffset = offset + text.length;
+    return offset;
+  }
+
+  /** The whole text, once every part has come (parts 0 .. n - 1). */
+  join(): string {
+    let out = '';
+    for (let i = 0; i < this.texts.size; i++) out += this.texts.get(i) as string;
+    return out;
+  }
 }
 
 /** No placeholder before a node (most nodes): shared, never written (a node that gets one gets a new array). */
@@ -261,7 +325,7 @@ export class CatpTreeBuilder<H> {
       h,
       attr,
       // (two arrays for every slot took a fifth of a large page's tree building: wikipedia-2 warm 48 → 37 ms)
-      parts: ref.parts > 1 ? new Array<string | undefined>(ref.parts).fill(undefined) : null,
+      parts: ref.parts > 1 ? new SlotParts() : null,
       left: ref.parts,
       placeholder,
     };
@@ -280,18 +344,16 @@ export class CatpTreeBuilder<H> {
       if (s.target !== 'attr') this.sink.setText(s.h, f.text);
       else if (s.attr !== null) this.sink.setAttrs(s.h, [{ ...plainAttr(s.attr), value: f.text }]);
     } else {
-      if (s.parts[f.part] !== undefined) return false;
+      if (s.parts.has(f.part)) return false;
       s.left--;
-      s.parts[f.part] = f.text;
+      const offset = s.parts.add(f.part, f.text);
       if (s.target === 'attr') {
         // an attribute is set once whole: half a URL or path is worse than none
-        if (s.left === 0 && s.attr !== null) this.sink.setAttrs(s.h, [{ ...plainAttr(s.attr), value: s.parts.join('') }]);
+        if (s.left === 0 && s.attr !== null) this.sink.setAttrs(s.h, [{ ...plainAttr(s.attr), value: s.parts.join() }]);
       } else {
         // Only this part goes in: setting the whole data again per part made a slot of n parts cost n^2 (a 635 KB
         // inline script in ~200 parts was 49 MB of DOM operations for the renderer to take).
-        let offset = 0;
-        for (let i = 0; i < f.part; i++) offset += s.parts[i]?.length ?? 0;
-        const around = s.left === 0 ? s.parts.join('') : (s.parts[f.part - 1] ?? '') + f.text + (s.parts[f.part + 1] ?? '');
+        const around = s.left === 0 ? s.parts.join() : (s.parts.get(f.part - 1) ?? '') + f.text + (s.parts.get(f.part + 1) ?? '');
         this.sink.insertText(s.h, offset, f.text, around);
       }
     }

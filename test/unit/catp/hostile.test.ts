@@ -476,6 +476,20 @@ describe('hostile frames: header, duplicates, bounds', () => {
     expect(deliver(page.frames[S[4]]).code).toBe(REJECT.INDEX_CONFLICT);
   });
 
+  test('slot part counts as large as an index frame may declare reach the tree builder without an array that size', () => {
+    // A slot's part count is only bounded by its frame's bytes (1,428 a byte). The tree builder made an array of that
+    // many per slot as the piece came: 2,000 slots of a million parts each (one 137-byte datagram) ran it out of memory.
+    const slots = 40;
+    const parts = 500_000;
+    const forged = piece(5, (p) => ((p.nodeCount = slots), (p.blocks = []), (p.firstBlock = 0)));
+    const { b, deliver } = treeLoad(newAssembler());
+    const before = process.memoryUsage().heapUsed;
+    expect(deliver(indexFrame(forged, S[5], codec, `<$2${parts}>`.repeat(slots))).accepted).toBe(true);
+    // (40 arrays of 500,000 entries: over 100 MB)
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(32 << 20);
+    expect(b.missingSlots).toBe(0); // (deferred text: no placeholders)
+  });
+
   test('contradicting duplicates: the first copy is kept; a bad held copy is dropped and asked for again', () => {
     const bad = d0.slice();
     bad[bad.length - 1] ^= 0x20;
