@@ -18,6 +18,7 @@ import * as parse5 from 'parse5';
 import {
   CatpAssembler,
   CatpEvent,
+  CatpTreeBuilder,
   encodePage,
   EncodedPage,
   FIRST_FLIGHT,
@@ -33,6 +34,8 @@ import {
   STREAM,
   SlotRef,
 } from '../../../protocol/catp';
+import { DomOpRecorder } from '../../../app/browser/dom-recorder';
+import { PageNames } from '../../../app/browser/page-names';
 import { toHtml5libTree } from '../../helpers/html5lib';
 import { realPages } from '../../helpers/catp-real-pages';
 import { codec, newAssembler, placeholders, rng, seqOf, sha256, shuffle } from '../../helpers/catp-util';
@@ -384,6 +387,42 @@ describe('index frames that stand alone', () => {
       for (const f of late) w.deliver(f);
       w.finish(html);
     }
+  });
+});
+
+describe('a parent of very many children, its index frames in reverse', () => {
+  const commentsPage = (n: number): string => `<!DOCTYPE html><html><head><title>t</title></head><body>${'<!--x-->'.repeat(n)}</body></html>`;
+
+  test('each piece\'s children come before the siblings already there: the tree is parse5\'s', () => {
+    const html = commentsPage(40_000);
+    const page = encodePage(html, { sha256, codec });
+    expect(page.indexFrames).toBeGreaterThan(2);
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of [...page.frames].reverse()) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    expect(asm.finished).toBe(true);
+    expect(parse5.serialize(b.root as parse5.DefaultTreeAdapterMap['document'])).toBe(html);
+  });
+
+  test('a piece\'s children join their siblings in one pass, not one move of every later sibling each', () => {
+    // 16,000 children a piece put before up to a million siblings by a splice each: an honest page of a million
+    // comments, its 63 index frames reversed, took 51 s in the browser's tree builder (1.6 s a frame)
+    const page = encodePage(commentsPage(400_000), { sha256, codec });
+    expect(page.indexFrames).toBeGreaterThan(20);
+    const asm = newAssembler();
+    const recorder = new DomOpRecorder(new PageNames('http://example.test/'));
+    const tree = new CatpTreeBuilder(recorder);
+    const started = performance.now();
+    for (const f of [...page.frames].reverse()) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) tree.apply(e);
+      recorder.take();
+    }
+    expect(asm.finished).toBe(true);
+    expect(performance.now() - started).toBeLessThan(3000); // (0.3 s; a splice each: 8 s)
   });
 });
 
