@@ -48,6 +48,7 @@ import {
   IndexNode,
   IndexPiece,
   MAX_BLOCK_FRAMES,
+  MAX_BLOCK_PIECES,
   NS_HTML,
   NS_SVG,
   PAGE_DIGEST_BYTES,
@@ -78,7 +79,7 @@ export const CHECK_BYTES = 8;
  * 449 kB, 32 KB 400 kB, 64 KB 365 kB, one stream a page 317 kB (estimates); as encoded now, 369 kB.
  */
 export const SPANNING_BLOCK_TEXT = 65_536 - 64;
-/** A spanning block holds at most this many pieces (the index allows 1,428 a block). */
+/** A spanning block holds at most this many pieces (the index allows MAX_BLOCK_PIECES, 1,428, a block). */
 const MAX_SPANNING_PIECES = 1024;
 /** Whitespace-only text up to this many bytes rides inline in the index. */
 export const INLINE_WHITESPACE_MAX = 32;
@@ -445,8 +446,10 @@ function encodeOnce(
     const raw = cutStream(list.map((d) => d.bytes), spanning ? SPANNING_BLOCK_TEXT : textBudget, opts.blockCut ?? 'content');
     const fitted: Array<{ pieces: Array<[number, Uint8Array]>; payload: Uint8Array; packed: Uint8Array; frames: number }> = [];
     // A block must compress into one frame: tried with the fast setting first (the best one is as small or
-    // smaller), then compressed once at the best; one that does not fit is split in two. A spanning stream's
-    // block is compressed once, at the best, into as many frames as it takes.
+    // smaller), then compressed once at the best; one that does not fit is split in two, as is one of more pieces
+    // than the index allows a block (short texts: 2,000 one-letter table cells compress into one frame, and the
+    // assembler refused the page's index frames). A spanning stream's block is compressed once, at the best, into
+    // as many frames as it takes.
     const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
       const payload = blockPayload(pieces);
       if (depth > 40) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
@@ -457,7 +460,7 @@ function encodeOnce(
           fitted.push({ pieces, payload, packed, frames });
           return;
         }
-      } else if (packPayload(payload, codec, 'search').length <= dataBudget) {
+      } else if (pieces.length <= MAX_BLOCK_PIECES && packPayload(payload, codec, 'search').length <= dataBudget) {
         const packed = packPayload(payload, codec, 'final');
         if (packed.length <= dataBudget) {
           fitted.push({ pieces, payload, packed, frames: 1 });

@@ -113,6 +113,8 @@ export interface BlockInfo {
 export const BLOCK_FLAG_FRAMES = 0x80;
 /** Most frames one block may span: a block decodes to at most MAX_DECODED_PAYLOAD (64 KiB), ~16 frames of CSS. */
 export const MAX_BLOCK_FRAMES = 64;
+/** Most pieces one block may hold: a description of more is refused (the encoder splits a block that would). */
+export const MAX_BLOCK_PIECES = 1428;
 
 /** How many data frames carry block `b`. */
 export function blockFrames(b: Pick<BlockInfo, 'frames'>): number {
@@ -326,7 +328,7 @@ export function decodeIndexPiece(body: Uint8Array, limits: IndexLimits, maxBlock
     if (stream >= STREAMS) throw new Reject(REJECT.BAD_INDEX, 'stream');
     const firstPiece = r.varint();
     const pieces = r.varint();
-    if (pieces === 0 || pieces > 1428) throw new Reject(REJECT.BAD_INDEX, 'block pieces');
+    if (pieces === 0 || pieces > MAX_BLOCK_PIECES) throw new Reject(REJECT.BAD_INDEX, 'block pieces');
     const digest = r.bytes(BLOCK_DIGEST_BYTES).slice();
     const s = r.bytes(3);
     const seq = (s[0] << 16) | (s[1] << 8) | s[2];

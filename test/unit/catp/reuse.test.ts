@@ -18,6 +18,7 @@ import {
   FRAME_KIND,
   HEADER_BYTES,
   hex,
+  MAX_BLOCK_PIECES,
   parse5TreeBuilder,
   REJECT,
   REPORT_FLAG_EXHAUSTIVE,
@@ -347,6 +348,24 @@ describe('content-defined blocks', () => {
     expect(fresh(pa, pb).blocks).toBeGreaterThan(f.blocks);
     console.log(`content-defined blocks, one paragraph of 40 changed: no codec ${JSON.stringify(fresh(encodePage(html(P), { sha256 }), encodePage(html(changed), { sha256 })))}, ` +
       `brotli 11 ${JSON.stringify(f)} of ${a.blocks} blocks; packed + brotli 11 ${JSON.stringify(fresh(pa, pb))}`);
+  });
+
+  test.each(['content', 'packed'] as const)('many short texts (%s): no block holds more pieces than the index allows, and the page assembles', (blockCut) => {
+    // 4,000 one-letter table cells: their pieces compress into one frame, and a block of more than MAX_BLOCK_PIECES
+    // had every index frame describing one refused (CATP_ERR_BAD_INDEX: block pieces): the page never completed
+    const table = `<!DOCTYPE html><table>${'<tr><td>1</td><td>2</td></tr>'.repeat(2000)}</table>`;
+    const page = encodePage(table, { sha256, codec, blockCut });
+    const blocks = page.pieces.flatMap((p) => p.blocks);
+    expect(blocks.reduce((n, b) => n + b.pieces, 0)).toBe(4000);
+    for (const b of blocks) expect(b.pieces).toBeLessThanOrEqual(MAX_BLOCK_PIECES);
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of page.frames) {
+      expect(asm.receive(f, 0).accepted).toBe(true);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    expect(asm.finished).toBe(true);
+    expect(parse5.serialize(b.root as parse5.DefaultTreeAdapterMap['document'])).toBe(parse5.serialize(parse5.parse(table)));
   });
 });
 
