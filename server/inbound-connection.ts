@@ -44,13 +44,21 @@ const INBOUND_HTTP_LIMITS = { maxBodyBytes: 1024 * 1024 };
 /**
  * One client-opened TCP connection: either a DHTTP request stream (first byte >= 0x80) or plain HTTP/1.1.
  * Requests are answered strictly in order. Parsed requests are pulled from the parser only while fewer
- * than `maxPipelined` wait, and reading pauses while that many wait or the socket's unsent output exceeds
- * `writeHighWater`, so neither the input nor the output side grows without bound.
+ * than `maxPipelined` wait and their bodies come to less than INBOUND_HTTP_LIMITS.maxBodyBytes, and reading
+ * pauses while that many wait or the socket's unsent output exceeds `writeHighWater`, so neither the input nor
+ * the output side grows without bound.
  */
 export class InboundConnection {
   private dhttp: DhttpRequestStream | null = null;
   private http: RequestParser | null = null;
   private readonly queue: Parsed[] = [];
+  /**
+   * Body bytes of the requests pulled from the parser and not yet answered (queued, or being answered). Nothing
+   * reads them (GET/HEAD only), but each may be up to INBOUND_HTTP_LIMITS.maxBodyBytes: counted in bytes as well
+   * as in requests, or a client whose answers wait for its address's body budget had its connection hold
+   * maxPipelined + 1 bodies of a MiB each (33 MiB a connection, ~1 GiB from one address; fuzz s58).
+   */
+  private queuedBodyBytes = 0;
   private working = false;
   /** No more requests will be taken (error, Connection: close, or the client ended): close when drained. */
   private stopParsing = false;
@@ -130,18 +138,20 @@ export class InboundConnection {
   /** Moves complete requests from the parser to the queue while there is room. */
   private pull(): void {
     try {
-      while (!this.stopParsing && this.queue.length < this.limits.maxPipelined) {
+      while (!this.stopParsing && !this.pipelineFull()) {
         if (this.dhttp) {
           const m = this.dhttp.next();
           if (!m) break;
           this.hooks.dhttpRequest();
           this.clearHeadDeadline();
+          this.queuedBodyBytes += m.request.body.length;
           this.queue.push({ kind: 'dhttp', id: m.id, request: m.request });
         } else if (this.http) {
           const r = this.http.next();
           if (!r) break;
           this.hooks.httpRequest();
           this.clearHeadDeadline();
+          this.queuedBodyBytes += r.body.length;
           this.queue.push({ kind: 'http', request: r });
           if (!keepAlive(r)) this.stopParsing = true;
         } else {
@@ -159,8 +169,13 @@ export class InboundConnection {
     this.flowControl();
   }
 
+  /** As many requests wait as the connection may hold: maxPipelined of them, or a request body's worth of bytes. */
+  private pipelineFull(): boolean {
+    return this.queue.length >= this.limits.maxPipelined || this.queuedBodyBytes >= INBOUND_HTTP_LIMITS.maxBodyBytes;
+  }
+
   private flowControl(): void {
-    const full = this.queue.length >= this.limits.maxPipelined || this.sock.writableLength > this.limits.writeHighWater;
+    const full = this.pipelineFull() || this.sock.writableLength > this.limits.writeHighWater;
     if (full && !this.paused) {
       this.paused = true;
       this.sock.pause();
@@ -182,9 +197,11 @@ export class InboundConnection {
           // Could not produce an answer (a bug, not the peer's fault): the stream cannot stay in order.
           this.hooks.internalError();
           this.queue.length = 0;
+          this.queuedBodyBytes = 0;
           this.sock.destroy();
           break;
         }
+        if (item.kind !== 'bad-http') this.queuedBodyBytes -= item.request.body.length;
         this.pull();
       }
     } finally {
@@ -197,6 +214,7 @@ export class InboundConnection {
     if (item.kind === 'bad-http') {
       await this.out.write(serializeResponse(simpleResponse(400, [['Connection', 'close']])));
       this.queue.length = 0;
+      this.queuedBodyBytes = 0;
       return;
     }
     const req = item.request;

@@ -1075,3 +1075,62 @@ describe('large files stream from disk under a byte budget (issue 14: memory in 
     }
   });
 });
+
+describe('connections whose answers wait for the body budget (fuzz s58)', () => {
+  /** Fills `client`'s address's share with DTD holds made over UDP (each held body counts against the address that asked). */
+  async function holdBigs(server: DhttpServer, client: Client, n: number): Promise<Uint8Array[]> {
+    const ids: Uint8Array[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = newId();
+      const http = httpGet('/big.bin', 'GET', new Uint8Array(0), [['DTD-Mode', 'proceed'], ['Catp-Token', client.token as string]]);
+      await client.send(encodeRequest({ id, otherPort: client.tcpPort, resend: false, http }));
+      await client.udpReply(id); // the announcement: the body is held
+      ids.push(id);
+    }
+    expect(server.counters().dtdHeld).toBe(n);
+    return ids;
+  }
+
+  /** DON'T-BOTHER for each hold: their bytes go back to the budget. */
+  async function release(client: Client, ids: Uint8Array[]): Promise<void> {
+    for (const id of ids) {
+      const http = serializeRequest({ method: 'DTD', target: '*', headers: [['Host', 'test'], ['DTD-Decision', 'dont-bother']], body: new Uint8Array(0) });
+      await client.send(encodeRequest({ id, otherPort: client.tcpPort, resend: false, http }));
+    }
+  }
+
+  test('pipelined GETs that carry bodies: the connection takes a body’s worth of requests (1 MiB), not maxPipelined bodies, and answers them all once there is room', async () => {
+    const server = await startServer({ root, limits: { bodyBudgetPerAddressBytes: 2 * big.length } });
+    const holder = await new Client(server, '127.0.0.1', '127.0.0.61').start();
+    let sock: net.Socket | null = null;
+    try {
+      const holds = await holdBigs(server, holder, 2);
+      expect(server.counters().bodies.heldBytes).toBe(2 * big.length); // the address's share, to the byte
+      const conn = net.connect({ port: server.port, host: '127.0.0.1', localAddress: '127.0.0.61' });
+      sock = conn;
+      const parts: Buffer[] = [];
+      conn.on('data', (d) => parts.push(d));
+      conn.on('error', () => undefined);
+      const closed = new Promise<void>((r) => conn.on('close', () => r()));
+      await new Promise<void>((r) => conn.on('connect', () => r()));
+      // 40 GETs with 512 KiB bodies (nothing reads them): the first answer waits for the share, reading goes on
+      const body = Buffer.alloc(512 * 1024, 0x62);
+      const head = (last: boolean) => `GET /small.bin HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n${last ? 'Connection: close\r\n' : ''}\r\n`;
+      for (let i = 0; i < 40; i++) conn.write(Buffer.concat([Buffer.from(head(i === 39)), body]));
+      await waitFor(() => server.counters().httpRequests >= 2, 'the first requests');
+      await sleep(300);
+      // before: maxPipelined + 1 = 33 requests taken, each holding its body (33 MiB a connection)
+      expect(server.counters().httpRequests).toBeLessThanOrEqual(3);
+      await release(holder, holds);
+      await closed;
+      const rs = parseHttpResponses(Buffer.concat(parts), new Array(40).fill('GET'));
+      expect(rs.length).toBe(40);
+      expect(rs.every((r) => r.status === 200 && Buffer.from(r.body).equals(small))).toBe(true);
+      expect(server.counters().httpRequests).toBe(40);
+    } finally {
+      sock?.destroy();
+      await holder.close();
+      await server.close();
+    }
+  });
+});
