@@ -22,8 +22,9 @@ export interface BodyBudgetCounters {
   /** Bytes held now, and the most ever held at once. */
   heldBytes: number;
   peakBytes: number;
-  /** Writes that had to wait for bytes to free up (total or the address's share). */
+  /** Writes that had to wait for bytes to free up (total or the address's share), and those waiting now. */
   waits: number;
+  waiting: number;
   /** Holds refused (tryTake) because they would pass the budget. */
   refused: number;
   refusedBytes: number;
@@ -85,14 +86,33 @@ export class BodyBudget {
   /**
    * Take `bytes`, waiting until they fit; waiters are woken oldest first among those that fit. Whoever fits now
    * goes at once: those waiting are over their address's share or the total, and this does not change that.
+   * Resolves true once taken; false, with nothing taken, when `signal` aborts first (the writer's socket closed:
+   * a wait left behind kept the closed connection, and all it had queued, until its address's share had room).
    */
-  take(address: string, bytes: number): Promise<void> {
+  take(address: string, bytes: number, signal?: AbortSignal): Promise<boolean> {
     if (this.fits(address, bytes)) {
       this.add(address, bytes);
-      return Promise.resolve();
+      return Promise.resolve(true);
     }
+    if (signal?.aborted === true) return Promise.resolve(false);
     this.waits++;
-    return new Promise<void>((resolve) => this.waiters.push({ address, bytes, resolve }));
+    return new Promise<boolean>((resolve) => {
+      const stop = (): void => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        resolve(false);
+      };
+      const w: Waiter = {
+        address,
+        bytes,
+        resolve: () => {
+          signal?.removeEventListener('abort', stop);
+          resolve(true);
+        },
+      };
+      signal?.addEventListener('abort', stop, { once: true });
+      this.waiters.push(w);
+    });
   }
 
   /** Give back what `take`/`tryTake` took (once the kernel has the bytes, or they were dropped). */
@@ -113,6 +133,6 @@ export class BodyBudget {
   }
 
   counters(): BodyBudgetCounters {
-    return { heldBytes: this.held, peakBytes: this.peak, waits: this.waits, refused: this.refused, refusedBytes: this.refusedBytes };
+    return { heldBytes: this.held, peakBytes: this.peak, waits: this.waits, waiting: this.waiters.length, refused: this.refused, refusedBytes: this.refusedBytes };
   }
 }

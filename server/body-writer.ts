@@ -11,13 +11,18 @@ import type { FileBody } from './files';
 export const CHUNK_BYTES = FLOOR_PIECE_BYTES;
 
 export class BodyWriter {
+  /** Aborted when the socket closes: a write waiting for the budget then stops waiting, holding nothing. */
+  private readonly closed = new AbortController();
+
   constructor(
     private readonly sock: net.Socket,
     private readonly address: string,
     private readonly budget: BodyBudget,
     /** Unsent bytes on the socket above which a write waits for 'drain'. */
     private readonly highWater: number,
-  ) {}
+  ) {
+    sock.once('close', () => this.closed.abort());
+  }
 
   get open(): boolean {
     return !this.sock.destroyed && this.sock.writable;
@@ -27,7 +32,7 @@ export class BodyWriter {
   async write(bytes: Uint8Array): Promise<void> {
     for (let off = 0; off < bytes.length && this.open; off += CHUNK_BYTES) {
       const piece = bytes.subarray(off, Math.min(bytes.length, off + CHUNK_BYTES));
-      await this.budget.take(this.address, piece.length);
+      if (!(await this.budget.take(this.address, piece.length, this.closed.signal))) return; // the socket closed
       this.queue(piece);
       if (this.sock.writableLength > this.highWater) await this.drained();
     }
@@ -49,7 +54,7 @@ export class BodyWriter {
       let off = 0;
       while (off < file.size && this.open) {
         const n = Math.min(CHUNK_BYTES, file.size - off);
-        await this.budget.take(this.address, n);
+        if (!(await this.budget.take(this.address, n, this.closed.signal))) break; // the socket closed
         const buf = Buffer.allocUnsafe(n);
         let got = 0;
         try {

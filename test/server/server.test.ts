@@ -183,9 +183,9 @@ class Client {
 }
 
 /** Sends bytes on a fresh TCP connection to the server and collects everything until the server closes. */
-function tcpExchange(port: number, chunks: (Uint8Array | string)[], host = '127.0.0.1', opts: { endAfterWrite?: boolean } = {}): Promise<Buffer> {
+function tcpExchange(port: number, chunks: (Uint8Array | string)[], host = '127.0.0.1', opts: { endAfterWrite?: boolean; localAddress?: string } = {}): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const sock = net.connect(port, host);
+    const sock = net.connect({ port, host, ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }) });
     const parts: Buffer[] = [];
     sock.on('data', (d) => parts.push(d));
     sock.on('error', reject);
@@ -1129,6 +1129,31 @@ describe('connections whose answers wait for the body budget (fuzz s58)', () => 
       expect(server.counters().httpRequests).toBe(40);
     } finally {
       sock?.destroy();
+      await holder.close();
+      await server.close();
+    }
+  });
+  test('a connection reset while its answer waits for the budget is let go at once: it no longer waits, nor keeps what it queued, until the address has room', async () => {
+    const server = await startServer({ root, limits: { bodyBudgetPerAddressBytes: 2 * big.length } });
+    const holder = await new Client(server, '127.0.0.1', '127.0.0.62').start();
+    try {
+      const holds = await holdBigs(server, holder, 2);
+      for (let i = 1; i <= 3; i++) {
+        const sock = net.connect({ port: server.port, host: '127.0.0.1', localAddress: '127.0.0.62' });
+        sock.on('error', () => undefined);
+        await new Promise<void>((r) => sock.on('connect', () => r()));
+        sock.write('GET /small.bin HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(8));
+        await waitFor(() => server.counters().bodies.waiting === 1, 'its answer waiting for the share');
+        sock.resetAndDestroy();
+        // before: the wait stayed (one more per connection), and with it the connection and its queued requests
+        await waitFor(() => server.counters().bodies.waiting === 0, 'the wait given up');
+        expect(server.counters().tcpConnectionsAccepted).toBe(i);
+      }
+      await release(holder, holds);
+      await waitFor(() => server.counters().bodies.heldBytes === 0, 'every byte back');
+      const out = await tcpExchange(server.port, ['GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'], '127.0.0.1', { localAddress: '127.0.0.62' });
+      expect(Buffer.from(parseHttpResponses(out, ['GET'])[0].body).equals(small)).toBe(true);
+    } finally {
       await holder.close();
       await server.close();
     }

@@ -60,7 +60,25 @@ describe('BodyBudget', () => {
     b.give('a', 30);
     await a2;
     expect(order).toEqual(['b', 'a1', 'a2']);
-    expect(b.counters()).toMatchObject({ heldBytes: 70, waits: 2 });
+    expect(b.counters()).toMatchObject({ heldBytes: 70, waits: 2, waiting: 0 });
+  });
+
+  test('a wait given up (its writer’s socket closed) takes nothing and leaves no waiter behind (fuzz s58)', async () => {
+    const b = new BodyBudget({ totalBytes: 100, perAddressBytes: 40 });
+    expect(b.tryTake('a', 40)).toBe(true);
+    const closed = new AbortController();
+    const gone = b.take('a', 30, closed.signal);
+    const kept = b.take('a', 30);
+    expect(b.counters()).toMatchObject({ waits: 2, waiting: 2 });
+    closed.abort();
+    expect(await gone).toBe(false);
+    expect(b.counters()).toMatchObject({ heldBytes: 40, waiting: 1 });
+    b.give('a', 40); // room for one: the waiter still there gets it, the one that gave up takes nothing
+    expect(await kept).toBe(true);
+    expect(b.counters()).toMatchObject({ heldBytes: 30, waiting: 0 });
+    expect(await b.take('a', 5, closed.signal)).toBe(true); // it fits: taken at once, aborted or not
+    expect(await b.take('a', 10, closed.signal)).toBe(false); // it would wait, and its writer is gone
+    expect(b.counters()).toMatchObject({ heldBytes: 35, waiting: 0 });
   });
 
   test('refuses sizes that are not positive', () => {
