@@ -38,8 +38,10 @@ export interface OutboundCounters {
   tcpConnectRaces: number;
   /** Connections where a further attempt connected first (its predecessor's SYN or SYN-ACK was lost, or late). */
   tcpConnectRaceWins: number;
-  /** TCP answers to UDP requests dropped because the pooled connection's queue was full, or the body budget. */
+  /** TCP answers to UDP requests dropped because the pooled connection's queue was full. */
   tcpOutboundDropped: number;
+  /** TCP answers to UDP requests the body budget had no room for: the client was sent to its own connection. */
+  tcpOutboundOverBudget: number;
 }
 
 export type OutboundLimits = Pick<ServerLimits, 'poolMax' | 'poolIdleMs' | 'connectTimeoutMs' | 'connectRaceMs' | 'connectAttempts' | 'outboundMaxQueued'>;
@@ -54,6 +56,7 @@ export class OutboundPool {
     tcpConnectRaces: 0,
     tcpConnectRaceWins: 0,
     tcpOutboundDropped: 0,
+    tcpOutboundOverBudget: 0,
   };
 
   constructor(
@@ -67,8 +70,13 @@ export class OutboundPool {
     return { ...this.c };
   }
 
-  /** Queues an answer on the connection to (client, port), opened if need be; null when it was dropped (counted). */
-  send(client: string, port: number, idHex: string, bytes: Uint8Array): Outbound | null {
+  /**
+   * Queues an answer on the connection to (client, port), opened if need be; null when it was dropped (counted): the
+   * connection has outboundMaxQueued unsent (its client does not read; its resend recovers it). 'over-budget'
+   * (counted) when the body budget has no room for it: the caller sends the client to its own connection, since
+   * others may hold the total for as long as they like and every resend would meet the same refusal.
+   */
+  send(client: string, port: number, idHex: string, bytes: Uint8Array): Outbound | null | 'over-budget' {
     const key = `${client}|${port}`;
     let ob = this.pool.get(key);
     if (ob && !ob.closed && (ob.socket === null || (!ob.socket.destroyed && ob.socket.writable))) {
@@ -80,9 +88,13 @@ export class OutboundPool {
       ob = this.open(key, client, port);
     }
     const unsent = ob.queuedBytes + (ob.socket?.writableLength ?? 0);
-    if (unsent + bytes.length > this.limits.outboundMaxQueued || !this.bodies.tryTake(client, bytes.length)) {
+    if (unsent + bytes.length > this.limits.outboundMaxQueued) {
       this.c.tcpOutboundDropped++; // the client resends; its resend goes over TCP
       return null;
+    }
+    if (!this.bodies.tryTake(client, bytes.length)) {
+      this.c.tcpOutboundOverBudget++;
+      return 'over-budget';
     }
     if (ob.socket !== null) this.write(ob, ob.socket, idHex, bytes);
     else {

@@ -456,6 +456,10 @@ class Server implements DhttpServer {
             bytes.set(ann, 0);
             bytes.set(full, ann.length);
             const ob = this.outbound.send(client, otherPort, idHex, bytes);
+            if (ob === 'over-budget') {
+              this.retryOverBudget(id, rinfo, resend, proven);
+              return;
+            }
             if (ob !== null) {
               // What is still queued (in Node or in the kernel) goes only with the connection; the client closes
               // its side too, and answers queued behind on it are resent by their clients.
@@ -500,7 +504,16 @@ class Server implements DhttpServer {
     }
     this.dtd.countPayload(res, method);
     if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend, proven);
-    else this.outbound.send(rinfo.address, otherPort, idHex, bytes);
+    else if (this.outbound.send(rinfo.address, otherPort, idHex, bytes) === 'over-budget') this.retryOverBudget(id, rinfo, resend, proven);
+  }
+
+  /**
+   * "Resend over TCP" for an answer the body budget had no room for on a connection we open (outbound-pool.ts): on
+   * the client's own connection it goes a piece at a time, an address that holds nothing always getting one
+   * (body-budget.ts). Dropped, it was lost at every resend for as long as other addresses held the total (fuzz s58).
+   */
+  private retryOverBudget(id: Uint8Array, rinfo: dgram.RemoteInfo, resend: boolean, proven: boolean): void {
+    this.sendUdp(encodeResponse(id, serializeResponse(retryOverTcpResponse())), rinfo, resend, proven);
   }
 
   /** "Ask again with this token": a small answer (≤ the padded request a client without a token sends). */

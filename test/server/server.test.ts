@@ -1158,4 +1158,32 @@ describe('connections whose answers wait for the body budget (fuzz s58)', () => 
       await server.close();
     }
   });
+  test('a large answer to a UDP request while other addresses hold the whole budget: "resend over TCP", and the client’s own connection carries it; not dropped at every resend', async () => {
+    const server = await startServer({ root, limits: { bodyBudgetBytes: 2 * big.length, bodyBudgetPerAddressBytes: 2 * big.length } });
+    const holder = await new Client(server, '127.0.0.1', '127.0.0.63').start();
+    const client = await new Client(server).start();
+    try {
+      const holds = await holdBigs(server, holder, 2);
+      expect(server.counters().bodies.heldBytes).toBe(2 * big.length); // the total, held by another address
+      for (const resend of [false, true]) {
+        const id = await client.request('/big.bin', { resend }); // with the token: proven, the answer would go over a connection we open
+        const { res } = await client.udpReply(id); // before: no answer at all, counted in tcpOutboundDropped, at every resend
+        expect(res.status).toBe(421);
+        expect(hdr(res, 'dhttp-retry')).toBe('tcp');
+        // ... and the client's own connection carries it, a piece at a time, while the total is still held
+        const dhttp = Buffer.from(encodeRequest({ id, otherPort: client.tcpPort, resend: false, http: httpGet('/big.bin') }));
+        const stream = new DhttpResponseStream({ methodOf: () => 'GET' });
+        stream.push(await tcpExchange(server.port, [dhttp], '127.0.0.1', { endAfterWrite: true }));
+        const got = stream.next();
+        expect(got !== null && idToHex(got.id) === idToHex(id) && Buffer.from(got.response.body).equals(big)).toBe(true);
+      }
+      expect(server.counters()).toMatchObject({ tcpOutboundOverBudget: 2, tcpOutboundDropped: 0 });
+      expect(client.tcp.responses.length).toBe(0);
+      await release(holder, holds);
+    } finally {
+      await client.close();
+      await holder.close();
+      await server.close();
+    }
+  });
 });
