@@ -40,7 +40,8 @@ export class BodyWriter {
 
   /**
    * Write the first `file.size` bytes of the file. False when it could not: the file is shorter now, or cannot be
-   * read; the connection is then destroyed, since the Content-Length already sent cannot be kept.
+   * read; the connection is then destroyed, since the Content-Length already sent cannot be kept. A connection that
+   * closes before the end (its client hung up) is not that: true.
    */
   async writeFile(file: FileBody): Promise<boolean> {
     let fh: fsp.FileHandle;
@@ -75,7 +76,8 @@ export class BodyWriter {
         off += n;
         if (this.sock.writableLength > this.highWater) await this.drained();
       }
-      return off === file.size;
+      // the loop ends at the end of the file or with the connection; a client that hangs up is no failure of ours
+      return off === file.size || !this.open;
     } finally {
       await fh.close().catch(() => undefined);
     }

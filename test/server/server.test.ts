@@ -1041,6 +1041,28 @@ describe('large files stream from disk under a byte budget (issue 14: memory in 
     }
   });
 
+  test('a client that hangs up in the middle of a file streamed from disk is not counted as an internal error (fuzz s58)', async () => {
+    const server = await startServer({ root });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const sock = net.connect(server.port, '127.0.0.1');
+        sock.on('error', () => undefined);
+        const closed = new Promise<void>((r) => sock.on('close', () => r()));
+        await new Promise<void>((r) => sock.on('connect', () => r()));
+        sock.write('GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n');
+        await new Promise<void>((r) => sock.once('data', () => r()));
+        sock.destroy(); // the rest of the 5 MiB is never read
+        await closed;
+      }
+      await waitFor(() => server.counters().bodies.heldBytes === 0, 'the writes given up');
+      await sleep(200);
+      // before: one internal error ("a bug, not the peer's fault") per client that hung up
+      expect(server.counters()).toMatchObject({ httpRequests: 3, internalErrors: 0 });
+    } finally {
+      await server.close();
+    }
+  });
+
   test('a file that shrinks while it streams: the connection is cut (the Content-Length cannot be kept), counted, and the server goes on', async () => {
     const server = await startServer({ root });
     const f = path.join(root, 'shrinks.bin');
