@@ -145,9 +145,13 @@ export interface AppWindow {
 
 /**
  * Opens `url` in a Chromium `--app` window with a fresh profile. `alsoOrigins`: origins besides the URL's it may
- * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags).
+ * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags). `headless`: the same
+ * browser with no window (`--headless`, the page area `width` × `height`) and, like the window, no DevTools client
+ * attached: a headless load that only needs what the host records (catp browse --headless --record) then costs what
+ * a window costs. Driven through playwright-core (openHeadless), Chromium copies every message the page's socket
+ * receives into a DevTools event (playwright turns the Network domain on for every page), work a window never does.
  */
-export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[] } = {}): AppWindow {
+export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[]; headless?: boolean } = {}): AppWindow {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);
   const profile = mkdtempSync(join(tmpdir(), 'catp-chromium-'));
   const args = [
@@ -156,7 +160,7 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
     ...tunnelFlags(opts.tunnelSpki),
     `--user-data-dir=${profile}`,
     `--window-size=${opts.width ?? 1280},${opts.height ?? 900}`,
-    `--app=${url}`,
+    ...(opts.headless ? ['--headless', '--hide-scrollbars', url] : [`--app=${url}`]),
   ];
   const child = spawn(CHROMIUM_PATH, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let tail = '';
@@ -165,11 +169,11 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
   });
   const exited = new Promise<number | null>((ok) => {
     child.once('exit', (code) => {
-      rmSync(profile, { recursive: true, force: true });
+      removeProfile(profile);
       ok(code);
     });
     child.once('error', () => {
-      rmSync(profile, { recursive: true, force: true });
+      removeProfile(profile);
       ok(null);
     });
   });
@@ -188,6 +192,18 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
       }
     },
   };
+}
+
+/**
+ * Removes a browser's temporary profile. Its helper processes may still be writing there for a moment after the
+ * browser itself exits (ENOTEMPTY while removing): retried, and what is left then is left, never thrown.
+ */
+function removeProfile(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+  } catch {
+    // a temporary directory: the system's cleaning takes what is left
+  }
 }
 
 export interface HeadlessPage {

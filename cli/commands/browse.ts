@@ -1,5 +1,6 @@
 // `catp browse`: the browser. A window (Electron when its binary is present, else a Chromium `--app` window),
-// or headless (`--headless`, playwright-core driving Chromium) that exits when the page completes. Without a
+// or headless (`--headless`: Chromium without a window, driven through playwright-core only for what needs DevTools:
+// --frames, --page-area) that exits when the page completes. Without a
 // URL it serves the bundled demo site with the embedded reference server behind an in-process lossy relay.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -13,6 +14,7 @@ import {
   NoDisplayError,
   openAppWindow,
   openHeadless,
+  type AppWindow,
   serializeDump,
   startBrowserSession,
   startLossyRelay,
@@ -241,15 +243,21 @@ async function headless(
   const { dumpDom, recordFile, framesFile, capture, pageAreaSize } = files;
   const session = await startBrowserSession({ ...serviceOptions, shell: 'headless' });
   let page: Awaited<ReturnType<typeof openHeadless>> | null = null;
+  let plain: AppWindow | null = null;
   let frames: PageFrameCapture | null = null;
   try {
-    page = await openHeadless(session.shell.appUrl, { tunnelSpki: session.shell.tunnelCert.spki, alsoOrigins: [session.shell.frameOrigin] });
-    await session.service.whenReady(30_000);
+    const where = { tunnelSpki: session.shell.tunnelCert.spki, alsoOrigins: [session.shell.frameOrigin] };
+    // Compositor frames, the page area's size and a performance trace need a DevTools client (playwright-core);
+    // a load that needs only the host's record and dump runs as a window would, with none attached (openAppWindow).
+    if (framesFile || pageAreaSize || process.env.CATP_TRACE) page = await openHeadless(session.shell.appUrl, where);
+    else plain = openAppWindow(session.shell.appUrl, { ...where, headless: true });
+    const orExit = <T>(p: Promise<T>): Promise<T> => (plain ? Promise.race([p, browserExit(plain)]) : p);
+    await orExit(session.service.whenReady(30_000));
     // compositor frames of the page area (lab/silent-time/page-frames.ts), from before the navigation
-    if (pageAreaSize) await fitPageArea(page.page, pageAreaSize);
-    if (framesFile) frames = await startPageFrames(page.page, 'main', undefined, capture);
+    if (page && pageAreaSize) await fitPageArea(page.page, pageAreaSize);
+    if (page && framesFile) frames = await startPageFrames(page.page, 'main', undefined, capture);
     const loadId = session.service.navigate(url, transport);
-    const record = await session.service.recordOf(loadId, timeoutMs + 5000);
+    const record = await orExit(session.service.recordOf(loadId, timeoutMs + 5000));
     if (frames) {
       // late paints: the last marker's frame reaches the screencast a few vsyncs later
       await new Promise((r) => setTimeout(r, FRAMES_SETTLE_MS));
@@ -275,8 +283,16 @@ async function headless(
   } finally {
     await frames?.stop().catch(() => undefined);
     await page?.close();
+    await plain?.close();
     await session.close();
   }
+}
+
+/** Rejects when a headless browser without a DevTools client exits (or crashes) before the load is over. */
+function browserExit(win: AppWindow): Promise<never> {
+  return win.exited.then((code) => {
+    throw new HostError('HOST_ERR_BROWSER_EXITED', `Chromium (${CHROMIUM_PATH}) exited with code ${code} during the load:\n${win.stderrTail() || '(no message)'}`);
+  });
 }
 
 /**
