@@ -146,7 +146,8 @@ export interface AppWindow {
 /**
  * Opens `url` in a Chromium `--app` window with a fresh profile. `alsoOrigins`: origins besides the URL's it may
  * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags). `headless`: the same
- * browser with no window (`--headless`, the page area `width` × `height`) and, like the window, no DevTools client
+ * browser with no window (`--headless`, a window of `width` × `height`, scrollbars hidden as playwright-core's headless
+ * pages have them) and, like the window, no DevTools client
  * attached: a headless load that only needs what the host records (catp browse --headless --record) then costs what
  * a window costs. Driven through playwright-core (openHeadless), Chromium copies every message the page's socket
  * receives into a DevTools event (playwright turns the Network domain on for every page), work a window never does.
