@@ -168,15 +168,24 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
   child.stderr?.setEncoding('utf8').on('data', (d: string) => {
     tail = (tail + d).slice(-2048);
   });
+  // The profile goes once the browser's helper processes (renderers, GPU, network) have exited too: they write there
+  // after the browser itself exits, and each holds the stderr it inherited, so the pipe's 'close' says they are gone
+  // (or, should one linger, HELPERS_GRACE_MS after the browser's exit).
   const exited = new Promise<number | null>((ok) => {
-    child.once('exit', (code) => {
+    let code: number | null = null;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
       removeProfile(profile);
       ok(code);
+    };
+    child.once('exit', (c) => {
+      code = c;
+      setTimeout(finish, HELPERS_GRACE_MS);
     });
-    child.once('error', () => {
-      removeProfile(profile);
-      ok(null);
-    });
+    child.once('close', finish);
+    child.once('error', finish);
   });
   return {
     process: child,
@@ -194,6 +203,9 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
     },
   };
 }
+
+/** How long after a browser exits its profile waits for helper processes still holding its stderr. */
+const HELPERS_GRACE_MS = 3000;
 
 /**
  * Removes a browser's temporary profile. Its helper processes may still be writing there for a moment after the

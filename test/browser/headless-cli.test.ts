@@ -1,6 +1,7 @@
 // `catp browse --headless` from the command line: a load that needs only the host's record and the page's tree
 // runs Chromium as the window shell does, with no DevTools client attached (no copy of every socket message into a
-// DevTools event), and a browser that exits during the load ends the command at once with its own words.
+// DevTools event) and leaves no temporary profile behind, and a browser that exits during the load ends the command
+// at once with its own words.
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -60,6 +61,10 @@ maybe('catp browse --headless', () => {
     const args = readFileSync(argsFile, 'utf8').split('\n');
     expect(args).toContain('--headless');
     expect(args.filter((a) => /^--remote-debugging/.test(a))).toEqual([]);
+    // its temporary profile is gone with it (its helper processes write there after the browser itself exits)
+    const profile = args.find((a) => a.startsWith('--user-data-dir='))?.slice('--user-data-dir='.length);
+    expect(profile).toMatch(/catp-chromium-/);
+    expect(existsSync(profile!)).toBe(false);
   });
 
   test('a browser that exits during the load: the command ends at once with its words, exit 1', async () => {
