@@ -147,9 +147,8 @@ export interface AppWindow {
  * Opens `url` in a Chromium `--app` window with a fresh profile. `alsoOrigins`: origins besides the URL's it may
  * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags). `headless`: the same
  * browser with no window (`--headless`, a window of `width` × `height`, scrollbars hidden as playwright-core's headless
- * pages have them) and, like the window, no DevTools client
- * attached: a headless load that only needs what the host records (catp browse --headless --record) then costs what
- * a window costs. Driven through playwright-core (openHeadless), Chromium copies every message the page's socket
+ * pages have them) and, like the window, no DevTools client attached: a headless load that only needs what the host
+ * records (catp browse --headless --record) then costs what a window costs. Driven through playwright-core (openHeadless), Chromium copies every message the page's socket
  * receives into a DevTools event (playwright turns the Network domain on for every page), work a window never does.
  */
 export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[]; headless?: boolean } = {}): AppWindow {
@@ -174,15 +173,17 @@ export function openAppWindow(url: string, opts: { width?: number; height?: numb
   const exited = new Promise<number | null>((ok) => {
     let code: number | null = null;
     let done = false;
+    let grace: NodeJS.Timeout | undefined;
     const finish = () => {
       if (done) return;
       done = true;
+      clearTimeout(grace);
       removeProfile(profile);
       ok(code);
     };
     child.once('exit', (c) => {
       code = c;
-      setTimeout(finish, HELPERS_GRACE_MS);
+      grace = setTimeout(finish, HELPERS_GRACE_MS);
     });
     child.once('close', finish);
     child.once('error', finish);
