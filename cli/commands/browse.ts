@@ -1,7 +1,7 @@
 // `catp browse`: the browser. A window (Electron when its binary is present, else a Chromium `--app` window),
 // or headless (`--headless`: Chromium without a window, driven through playwright-core only for what needs DevTools:
-// --frames, --page-area) that exits when the page completes. Without a
-// URL it serves the bundled demo site with the embedded reference server behind an in-process lossy relay.
+// --frames, --page-area) that exits when the page completes. Without a URL it serves the bundled demo site with the
+// embedded reference server behind an in-process lossy relay.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
