@@ -40,6 +40,11 @@ export interface DtdCounters {
   dtdUnknownDecisions: number;
   dtdHoldExpired: number;
   dtdHoldRefused: number;
+  /**
+   * Requests over UDP that would have made a hold from an address not proven yet: answered with its token first (`421
+   * DHTTP-Retry: token`), no hold made; the client repeats the request with the token.
+   */
+  dtdHoldsUnproven: number;
   /** Malformed DTD-Mode fields / decision messages, by error code. */
   dtdBadModes: Record<string, number>;
   dtdBadDecisions: Record<string, number>;
@@ -66,6 +71,7 @@ export function newDtdCounters(): DtdOwnCounters {
     dtdUnknownDecisions: 0,
     dtdHoldExpired: 0,
     dtdHoldRefused: 0,
+    dtdHoldsUnproven: 0,
     dtdBadModes: {},
     dtdBadDecisions: {},
   };

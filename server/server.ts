@@ -434,6 +434,14 @@ class Server implements DhttpServer {
           return;
         }
         const plan = planFor(dtdMode, req.method, res);
+        if (plan === 'hold' && !proven) {
+          // A hold keeps the body in memory, charged to the request's source address, until a decision or the hold's
+          // timeout: a request from a forged source would fill that address's share and starve its real owner. So an
+          // address proves itself first: the token goes back (the client repeats the request with it, mode and all).
+          this.dtdC.dtdHoldsUnproven++;
+          this.refuseUnproven(id, rinfo, resend);
+          return;
+        }
         if (plan === 'hold') {
           const ann = this.dtd.hold(requestKey, res, { rinfo, otherPort, id, idHex, proven });
           if (ann !== null) {

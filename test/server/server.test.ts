@@ -880,6 +880,46 @@ describe('address validation: nothing answers an unproven address with more than
   });
 });
 
+describe('address validation: a DTD hold only for a proven address', () => {
+  test('a DTD proceed request without a token gets the token first and holds nothing (a forged source cannot fill its address\'s share); with the token, the body is held and announced', async () => {
+    const server = await startServer({ root, limits: { bodyBudgetPerAddressBytes: 2 * big.length } });
+    const owner = await new Client(server, '127.0.0.1', '127.0.7.9').start({ proven: false });
+    try {
+      // a spoofer's requests in the owner's name (padded as a client's first contact is, so the token answer fits the
+      // address's budget): each would have held big.bin against the owner's share for 30 s
+      const ids: Uint8Array[] = [];
+      for (let i = 0; i < 4; i++) {
+        const id = newId();
+        ids.push(id);
+        const http = httpGet('/big.bin', 'GET', new Uint8Array(0), [['DTD-Mode', 'proceed'], ['Catp-Pad', 'x'.repeat(1100)]]);
+        await owner.send(encodeRequest({ id, otherPort: owner.tcpPort, resend: false, http }));
+      }
+      for (const id of ids) {
+        const { res } = await owner.udpReply(id);
+        expect(res.status).toBe(421);
+        expect(getHeader(res.headers, 'dhttp-retry')).toBe('token');
+      }
+      const c = server.counters();
+      expect(c.dtdHoldsUnproven).toBe(4);
+      expect(c.dtdHeld).toBe(0);
+      expect(c.bodies.heldBytes).toBe(0);
+      // the owner, with the token it was given: held (its bytes in its share) and announced
+      const token = getHeader((await owner.udpReply(ids[0]!)).res.headers, 'catp-token') as string;
+      const id = newId();
+      await owner.send(encodeRequest({ id, otherPort: owner.tcpPort, resend: false, http: httpGet('/big.bin', 'GET', new Uint8Array(0), [['DTD-Mode', 'proceed'], ['Catp-Token', token]]) }));
+      const ann = (await owner.udpReply(id)).res;
+      expect(ann.status).toBe(200);
+      expect(getHeader(ann.headers, 'repr-digest')).not.toBeNull();
+      expect(ann.body.length).toBe(0);
+      expect(server.counters().dtdHeld).toBe(1);
+      expect(server.counters().bodies.heldBytes).toBe(big.length);
+    } finally {
+      await owner.close();
+      await server.close();
+    }
+  });
+});
+
 describe('one address cannot spend what another needs', () => {
   test('10,000 token-less requests from one address: it gets no more than its bytes, on the wire, and a proven client at another address still gets small and large answers', async () => {
     const server = await startServer({ root });
