@@ -13,7 +13,8 @@
 // Fill throughput: blocks painted / (last block paint - first block paint).
 // Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page, the floor any renderer
 // meets for building this page on this machine (when a whole page arrives at once, its last frame cannot be
-// painted sooner than the page can be built).
+// painted sooner than the page can be built); and Blink's own cost of a rendering update on the finished page
+// (blink-floor.ts), what a frame's receive-to-paint time is read against.
 //
 //   npm run build && npm run bench:render -- --page wikipedia-2.html --runs 5 --rate 50000,1000000,50000000
 import { spawn } from 'node:child_process';
@@ -25,6 +26,7 @@ import type { LoadRecord } from '../../protocol/browser/api';
 import { CHROMIUM_PATH, chromiumFlags } from '../../app/browser/chromium';
 import { startServer } from '../../server';
 import { BenchError, failureStatus, failureText } from '../errors';
+import { blinkUpdateFloor, type BlinkFloor } from './blink-floor';
 import { gitCommit } from '../commit';
 
 interface Options { page: string; runs: number; corpus: string; rates: number[] }
@@ -35,7 +37,8 @@ How long a CATP frame waits between its kernel receive timestamp and the paint t
 renderer fills blocks: a corpus page loaded with no loss over loopback, at several sender ceilings, in the real
 renderer (catp browse --headless --record). Per rate: receive-to-paint p50/p95/max over the useful frames, where it
 goes (host, ipc, apply, paint), split at the load's first paint (the first flight, the rest), and blocks painted a
-second. Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page.
+second. Beside it, the same page in stock Chromium over HTTP/1.1: last byte to painted page, and Blink's own cost of
+a rendering update on the finished page (one text change a frame, traced).
 Prints tables and writes bench/results/render.json.
 
 options:
@@ -242,10 +245,12 @@ async function main(): Promise<void> {
     'receive-to-paint per frame, and where it goes: host (kernel receive to its dom event), ipc, apply (queue + DOM), paint');
   const results: Awaited<ReturnType<typeof atRate>>[] = [];
   let native: number[] = [];
+  let floor: BlinkFloor | null = null;
   const nativeServer = await startServer({ root: dir, port: 0, host: '127.0.0.1' });
   try {
     for (const rate of opts.rates) results.push(await atRate(opts, dir, rate));
     native = (await nativeLastByteToPaint(`http://127.0.0.1:${nativeServer.port}/${opts.page}`, opts.runs)).sort((a, b) => a - b);
+    floor = await blinkUpdateFloor(`http://127.0.0.1:${nativeServer.port}/${opts.page}`);
   } finally {
     await nativeServer.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -253,6 +258,10 @@ async function main(): Promise<void> {
   const nativeMs = { p50: quantile(native, 0.5), max: native.at(-1) ?? NaN };
   console.log(`\nstock Chromium, same page over HTTP/1.1 (loopback): last byte to painted page p50 ${nativeMs.p50.toFixed(1)} ms, ` +
     `max ${nativeMs.max.toFixed(1)} ms over ${native.length} loads (the floor for building this page at all on this machine)`);
+  if (floor !== null) {
+    console.log(`stock Chromium, the finished page, one text change a frame: a rendering update ${floor.meanMs.toFixed(1)} ms mean, ` +
+      `p90 ${floor.p90Ms.toFixed(1)} (${floor.updates} updates; Blink's own cost of showing a change on this page on this machine)`);
+  }
   console.log('\nrate B/s      p50 ms  p95 ms  max ms   first flight: frames  max ms   after it: p95 ms');
   for (const r of results) {
     const s = r.summary;
@@ -261,7 +270,7 @@ async function main(): Promise<void> {
   }
   const out = path.join(__dirname, '..', '..', '..', 'bench', 'results', 'render.json');
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, rates: results }, null, 2)}\n`);
+  fs.writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), commit, options: opts, pageBytes: size, nativeLastByteToPaintMs: nativeMs, blinkUpdateFloorMs: floor, rates: results }, null, 2)}\n`);
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 

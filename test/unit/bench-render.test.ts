@@ -1,6 +1,8 @@
 // The pure half of bench/render: pairing a load record's useful frames with the paints of its `dom` events, and
-// splitting each frame's receive-to-paint time into host, ipc, apply and paint.
+// splitting each frame's receive-to-paint time into host, ipc, apply and paint; and reading Blink's rendering updates
+// from a trace (blink-floor.ts).
 import { analyse } from '../../bench/render/run';
+import { renderingUpdatesMs, UPDATE_EVENT, type TraceEvent } from '../../bench/render/blink-floor';
 import type { LoadRecord, WireFrame } from '../../protocol/browser/api';
 
 const frame = (seq: number, atEpochMs: number, useful = true, kind: WireFrame['kind'] = 'data'): WireFrame =>
@@ -48,5 +50,27 @@ describe('bench/render analyse', () => {
     const a = analyse(record({ domPaintedAtEpochMs: [116, NaN, 150] }));
     expect(a.latencies).toEqual([16, 20]);
     expect(a.stages.host).toEqual([]);
+  });
+});
+
+describe('bench/render blink-floor: the rendering updates of a trace', () => {
+  const meta = (pid: number, tid: number, name: string): TraceEvent => ({ name: 'thread_name', ph: 'M', pid, tid, ts: 0, args: { name } });
+  const update = (pid: number, tid: number, ts: number, durUs: number): TraceEvent => ({ name: UPDATE_EVENT, ph: 'X', pid, tid, ts, dur: durUs });
+
+  test('updates that did work on the busiest renderer main thread, in ms, sorted; idle frames, other threads and other events left out', () => {
+    const events: TraceEvent[] = [
+      meta(1, 1, 'CrRendererMain'), meta(1, 2, 'Compositor'), meta(2, 5, 'CrRendererMain'), meta(3, 3, 'CrBrowserMain'),
+      update(1, 1, 100, 9000), update(1, 1, 200, 8000), update(1, 1, 300, 400 /* nothing to do */), update(1, 1, 400, 12_500),
+      update(1, 2, 100, 50_000), // not a main thread
+      update(2, 5, 100, 70_000), // another renderer, fewer updates
+      update(3, 3, 100, 20_000), // the browser process
+      { name: 'Paint', ph: 'X', pid: 1, tid: 1, ts: 150, dur: 5000 },
+      { name: UPDATE_EVENT, ph: 'B', pid: 1, tid: 1, ts: 500 },
+    ];
+    expect(renderingUpdatesMs(events)).toEqual([8, 9, 12.5]);
+  });
+
+  test('no renderer main thread: no updates', () => {
+    expect(renderingUpdatesMs([update(1, 1, 100, 9000)])).toEqual([]);
   });
 });
