@@ -128,14 +128,15 @@ function cryptoRng(): () => number {
   };
 }
 
-/** Where a held body goes when the client says PROCEED: the request's source and announced TCP port. */
+/**
+ * Where a held body goes when the client says PROCEED: the request's source and announced TCP port. A hold is made
+ * only for a request with a valid address token, so whatever answers it goes to a proven address.
+ */
 interface UdpHoldCtx {
   rinfo: dgram.RemoteInfo;
   otherPort: number;
   id: Uint8Array;
   idHex: string;
-  /** the request carried a valid address token */
-  proven: boolean;
 }
 
 class Server implements DhttpServer {
@@ -318,7 +319,7 @@ class Server implements DhttpServer {
     if (token !== null && !proven) this.c.badTokens++;
     if (isDecisionRequest(req)) {
       // DTD PROCEED / DON'T-BOTHER on the ID of a request answered before: not a request, not in the loss ratio.
-      this.onDecision(req, dreq.id, dreq.resend, rinfo, proven);
+      this.onDecision(req, dreq.id, dreq.resend, rinfo);
       return;
     }
     const idHex = idToHex(dreq.id);
@@ -394,7 +395,7 @@ class Server implements DhttpServer {
     // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
     const held = this.dtd.reannouncement(requestKey);
     if (held !== undefined) {
-      this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, proven || held.ctx.proven);
+      this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, true);
       return;
     }
     const dtdMode = mode === null ? this.dtd.mode(req.headers) : null;
@@ -443,9 +444,9 @@ class Server implements DhttpServer {
           return;
         }
         if (plan === 'hold') {
-          const ann = this.dtd.hold(requestKey, res, { rinfo, otherPort, id, idHex, proven });
+          const ann = this.dtd.hold(requestKey, res, { rinfo, otherPort, id, idHex });
           if (ann !== null) {
-            this.sendAnswer(ann, 'GET', id, idHex, rinfo, otherPort, resend, proven);
+            this.sendAnswer(ann, 'GET', id, idHex, rinfo, otherPort, resend, true);
             return;
           }
         }
@@ -532,13 +533,14 @@ class Server implements DhttpServer {
 
   /**
    * PROCEED / DON'T-BOTHER from a client (UDP), keyed like its hold by (address, ID); a held body goes on the
-   * channel the chooser picks. Hostile ones are counted by reason and dropped.
+   * channel the chooser picks, to the address its request proved (UdpHoldCtx). Hostile ones are counted by reason
+   * and dropped.
    */
-  private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo, proven: boolean): void {
+  private onDecision(req: HttpRequest, id: Uint8Array, resend: boolean, rinfo: dgram.RemoteInfo): void {
     const proceed = this.dtd.decide(req, `${rinfo.address}|${idToHex(id)}`, resend);
     if (proceed === null) return;
     const ctx = proceed.ctx;
-    this.sendAnswer(proceed.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, proceed.resend, ctx.proven || proven);
+    this.sendAnswer(proceed.res, 'GET', ctx.id, ctx.idHex, ctx.rinfo, ctx.otherPort, proceed.resend, true);
   }
 
   /** Frames instead of a response when the answer is a 200 the mode can carry; false → answer normally. */
