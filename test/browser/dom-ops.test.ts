@@ -11,7 +11,7 @@ import { serializeDump } from '../../app/browser/wire';
 import { CatpAssembler, CatpTreeBuilder, encodePage, parse5TreeBuilder } from '../../protocol/catp';
 import type { DomOps, DumpNode } from '../../protocol/browser/api';
 import { sha256 } from '../../platform/sha256';
-import { rng, shuffle } from '../helpers/catp-util';
+import { manyPartsPage, newAssembler, rng, shuffle } from '../helpers/catp-util';
 import { bundledPage, chromiumPresent } from './helpers';
 import { describeIf } from '../helpers/requires';
 
@@ -143,6 +143,36 @@ maybe('DOM operations applied in Chromium', () => {
       return { children: doc.childNodes.length, idle: applier.idle };
     })()`)) as { children: number; idle: boolean };
     expect(got).toEqual({ children: 0, idle: true });
+  });
+
+  test('a hostile page of one <pre> in blocks of 1,428 one-character parts: each block changes the text once', async () => {
+    // Chromium's insertData copies the text: a change per part made the blocks quadratic in the page (100 blocks 1.2 s)
+    const blocks = 30;
+    const asm = newAssembler();
+    const recorder = new DomOpRecorder();
+    const tree = new CatpTreeBuilder(recorder);
+    const batches: DomOps[] = [];
+    for (const f of manyPartsPage(blocks, (d) => shuffle(d, rng(3)))) {
+      asm.receive(f, 0);
+      for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) tree.apply(ev);
+      const ops = recorder.take();
+      if (ops.length > 0) batches.push(ops);
+    }
+    expect(asm.finished).toBe(true);
+    const got = (await head.page.evaluate(`(async () => {
+      const doc = document.getElementById('f').contentDocument;
+      const applier = new window.DomOpApplier(doc);
+      let changes = 0;
+      const mo = new MutationObserver((records) => { for (const r of records) if (r.type === 'characterData') changes++; });
+      mo.observe(doc, { characterData: true, subtree: true });
+      for (const b of ${JSON.stringify(batches)}) await new Promise((ok) => applier.push(b, ok));
+      await new Promise((ok) => setTimeout(ok, 0));
+      mo.disconnect();
+      return { text: doc.querySelector('pre')?.textContent ?? null, bad: applier.bad, changes };
+    })()`)) as { text: string | null; bad: number; changes: number };
+    expect(got.bad).toBe(0);
+    expect(got.text).toBe('0123456789'.repeat((blocks * 1428) / 10 + 1).slice(0, blocks * 1428));
+    expect(got.changes).toBe(blocks);
   });
 
   test('a batch the applier cannot read is counted, and the batches after it keep their handles', async () => {

@@ -6,6 +6,7 @@ import * as zlib from 'node:zlib';
 import type { DefaultTreeAdapterMap } from 'parse5';
 import {
   type AssemblerOptions,
+  type BlockInfo,
   brotliCodec,
   CatpAssembler,
   CatpEvent,
@@ -14,6 +15,10 @@ import {
   RawAssemblerEvent,
   RepairSender,
   FRAME_KIND,
+  encodeFrame,
+  encodePieceBody,
+  GrowWriter,
+  packPayload,
 } from '../../protocol/catp';
 import { seededRng } from '../../protocol/random';
 import { sha256 } from '../../platform/sha256';
@@ -232,4 +237,41 @@ export function placeholders(root: P5Node): { slot: number; index: number } {
     else throw new Error(`placeholder of kind ${kind}`);
   }
   return c;
+}
+
+/**
+ * A page built frame by frame (every digest right, as a hostile server can) whose one <pre> slot has 1,428 parts a
+ * block, its blocks' data frames in `order`; part i of the slot is the character `i % 10`.
+ */
+export function manyPartsPage(blocks: number, order: (data: Uint8Array[]) => Uint8Array[]): Uint8Array[] {
+  const per = 1428;
+  const perIndex = 40; // block descriptions an index frame holds (their digests do not compress)
+  const indexFrames = Math.ceil(blocks / perIndex);
+  const total = indexFrames + blocks;
+  const payloads = Array.from({ length: blocks }, (_, b) => {
+    const w = new GrowWriter();
+    w.varint(per);
+    for (let i = 0; i < per; i++) {
+      w.varint(1);
+      w.u8(0x30 + ((b * per + i) % 10));
+    }
+    return w.result();
+  });
+  const infos: BlockInfo[] = payloads.map((p, b) => ({ block: b, stream: 1, firstPiece: per * b, pieces: per, digest: sha256(p).slice(0, 16), seq: indexFrames + b }));
+  const body = (k: number, pageDigest: Uint8Array | null): Uint8Array =>
+    encodePieceBody(
+      { ordinal: k, fragment: false, mode: 'no-quirks', firstNode: k === 0 ? 1 : 6, nodeCount: k === 0 ? 5 : 0, firstSlot: k === 0 ? 0 : 1, slotCount: k === 0 ? 1 : 0,
+        firstPieces: k === 0 ? [0, 0, 0] : [0, per * blocks, 0], chain: [], nodes: [], firstBlock: k * perIndex, blocks: infos.slice(k * perIndex, (k + 1) * perIndex), pageDigest },
+      k === 0 ? `<html><head></><body><pre><$1${per * blocks}>` : '',
+    );
+  const bodies = Array.from({ length: indexFrames }, (_, k) => body(k, k === 0 ? new Uint8Array(32) : null));
+  const canon = Buffer.concat([bodies[0].subarray(0, bodies[0].length - 32), ...bodies.slice(1), ...payloads]);
+  const pageDigest = sha256(canon).slice(0, 32);
+  bodies[0] = body(0, pageDigest);
+  const frame = (kind: number, seq: number, payload: Uint8Array): Uint8Array =>
+    encodeFrame({ id: new Uint8Array(8), kind: kind as 1 | 2, pageId: pageDigest.subarray(0, 8), seq, total, indexFrames }, payload);
+  return [
+    ...bodies.map((b, k) => frame(1, k, Buffer.concat([sha256(b).subarray(0, 8), packPayload(b, codec, 'final')]))),
+    ...order(payloads.map((p, b) => frame(2, indexFrames + b, packPayload(p, codec, 'final')))),
+  ];
 }

@@ -4,11 +4,11 @@
  * part made a slot of n parts cost n^2: on a real 945 KB page, 49 MB of DOM operations for the renderer.
  */
 import * as parse5 from 'parse5';
-import { type BlockInfo, CatpTreeBuilder, encodeFrame, encodePage, encodePieceBody, GrowWriter, packPayload, parse5Sink, type CatpTreeSink } from '../../../protocol/catp';
+import { CatpTreeBuilder, encodePage, FRAME_KIND, parse5Sink, type CatpTreeSink } from '../../../protocol/catp';
 import { DomOpRecorder } from '../../../app/browser/dom-recorder';
 import { PageNames } from '../../../app/browser/page-names';
 import { DOM_OP } from '../../../protocol/browser/api';
-import { codec, newAssembler, rng, sha256, shuffle } from '../../helpers/catp-util';
+import { codec, kindOf, manyPartsPage, newAssembler, rng, sha256, shuffle } from '../../helpers/catp-util';
 
 type P5Node = parse5.DefaultTreeAdapterMap['node'];
 
@@ -85,43 +85,6 @@ test('the recorder carries a part as INSERT_TEXT with its offset, and scans the 
   for (let i = 0; i < 300; i++) expect(names.allows(`http://example.test/img/p${i}.png`)).toBe(true);
 });
 
-/**
- * A page built frame by frame (every digest right, as a hostile server can) whose one <pre> slot has 1,428 parts a
- * block, its blocks' data frames in `order`; part i of the slot is the character `i % 10`.
- */
-function manyPartsPage(blocks: number, order: (data: Uint8Array[]) => Uint8Array[]): Uint8Array[] {
-  const per = 1428;
-  const perIndex = 40; // block descriptions an index frame holds (their digests do not compress)
-  const indexFrames = Math.ceil(blocks / perIndex);
-  const total = indexFrames + blocks;
-  const payloads = Array.from({ length: blocks }, (_, b) => {
-    const w = new GrowWriter();
-    w.varint(per);
-    for (let i = 0; i < per; i++) {
-      w.varint(1);
-      w.u8(0x30 + ((b * per + i) % 10));
-    }
-    return w.result();
-  });
-  const infos: BlockInfo[] = payloads.map((p, b) => ({ block: b, stream: 1, firstPiece: per * b, pieces: per, digest: sha256(p).slice(0, 16), seq: indexFrames + b }));
-  const body = (k: number, pageDigest: Uint8Array | null): Uint8Array =>
-    encodePieceBody(
-      { ordinal: k, fragment: false, mode: 'no-quirks', firstNode: k === 0 ? 1 : 6, nodeCount: k === 0 ? 5 : 0, firstSlot: k === 0 ? 0 : 1, slotCount: k === 0 ? 1 : 0,
-        firstPieces: k === 0 ? [0, 0, 0] : [0, per * blocks, 0], chain: [], nodes: [], firstBlock: k * perIndex, blocks: infos.slice(k * perIndex, (k + 1) * perIndex), pageDigest },
-      k === 0 ? `<html><head></><body><pre><$1${per * blocks}>` : '',
-    );
-  const bodies = Array.from({ length: indexFrames }, (_, k) => body(k, k === 0 ? new Uint8Array(32) : null));
-  const canon = Buffer.concat([bodies[0].subarray(0, bodies[0].length - 32), ...bodies.slice(1), ...payloads]);
-  const pageDigest = sha256(canon).slice(0, 32);
-  bodies[0] = body(0, pageDigest);
-  const frame = (kind: number, seq: number, payload: Uint8Array): Uint8Array =>
-    encodeFrame({ id: new Uint8Array(8), kind: kind as 1 | 2, pageId: pageDigest.subarray(0, 8), seq, total, indexFrames }, payload);
-  return [
-    ...bodies.map((b, k) => frame(1, k, Buffer.concat([sha256(b).subarray(0, 8), packPayload(b, codec, 'final')]))),
-    ...order(payloads.map((p, b) => frame(2, indexFrames + b, packPayload(p, codec, 'final')))),
-  ];
-}
-
 describe('a slot of very many parts (a hostile page: 1,428 parts a block into one slot)', () => {
   test.each([
     ['in order', (d: Uint8Array[]) => d],
@@ -137,6 +100,39 @@ describe('a slot of very many parts (a hostile page: 1,428 parts a block into on
     expect(asm.finished).toBe(true);
     const html = parse5.serialize(tree.root as parse5.DefaultTreeAdapterMap['document']);
     expect(html).toBe(`<html><head></head><body><pre>${'0123456789'.repeat((8 * 1428) / 10 + 1).slice(0, 8 * 1428)}</pre></body></html>`);
+  });
+
+  test.each([
+    ['in order', (d: Uint8Array[]) => d],
+    ['shuffled', (d: Uint8Array[]) => shuffle(d, rng(7))],
+  ])('arriving %s, a block\'s 1,428 parts go to the sink as one insert (the DOM copies the text on each)', (_name, order) => {
+    const inserts: Array<{ offset: number; length: number }> = [];
+    const sink: CatpTreeSink<P5Node> = {
+      ...parse5Sink,
+      insertText(node, offset, text, around) {
+        inserts.push({ offset, length: text.length });
+        parse5Sink.insertText(node, offset, text, around);
+      },
+    };
+    const asm = newAssembler();
+    const tree = new CatpTreeBuilder(sink);
+    const blocks = 12;
+    let dataFrames = 0;
+    for (const f of manyPartsPage(blocks, order)) {
+      const before = inserts.length;
+      asm.receive(f, 0);
+      for (let ev = asm.nextEvent(); ev; ev = asm.nextEvent()) tree.apply(ev);
+      if (kindOf(f) === FRAME_KIND.DATA) {
+        // a data frame: its block's run of parts, once, whole
+        dataFrames++;
+        expect(inserts.length - before).toBe(1);
+        expect(inserts.at(-1)!.length).toBe(1428);
+      }
+    }
+    expect(dataFrames).toBe(blocks);
+    expect(asm.finished).toBe(true);
+    const html = parse5.serialize(tree.root as parse5.DefaultTreeAdapterMap['document']);
+    expect(html).toBe(`<html><head></head><body><pre>${'0123456789'.repeat((blocks * 1428) / 10 + 1).slice(0, blocks * 1428)}</pre></body></html>`);
   });
 
   test('100 of its data frames take well under a second: a part\'s offset is not a walk over every part below it', () => {
