@@ -97,7 +97,14 @@ export class DomOpApplier {
   private framesInSlice = 0;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly doc: Document) {
+  /**
+   * `onReset`: told each new page's mode before the document is emptied for it. Only a parser sets a document's mode
+   * (from the doctype it reads), so the owner of the document re-parses it with a doctype that gives that mode.
+   */
+  constructor(
+    private readonly doc: Document,
+    private readonly onReset: ((mode: DocumentMode) => void) | null = null,
+  ) {
     this.nodes.set(0, doc);
     adoptPlaceholderStyle(doc);
   }
@@ -306,11 +313,15 @@ export class DomOpApplier {
       case DOM_OP.RESET: {
         const mode = ops[at + 1];
         this.attach.length = 0;
+        this.mode = typeof mode === 'number' && MODES[mode] ? MODES[mode]! : 'no-quirks';
+        if (this.onReset !== null) {
+          this.onReset(this.mode);
+          adoptPlaceholderStyle(doc);
+        }
         while (doc.firstChild) doc.removeChild(doc.firstChild);
         this.nodes.clear();
         this.nodes.set(0, doc);
         this.placeholders = 0;
-        this.mode = typeof mode === 'number' && MODES[mode] ? MODES[mode]! : 'no-quirks';
         return at + 3;
       }
       case DOM_OP.ELEMENT: {

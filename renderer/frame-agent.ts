@@ -6,6 +6,7 @@
 // in-order markup through the page frame's own parser (document.open / write), a whole answer. The agent takes
 // what to show from the app over a MessagePort and stamps each visible update after the frame that painted it.
 import type { DumpNode } from '../protocol/browser/api';
+import type { DocumentMode } from '../protocol/catp/index-piece';
 import { DomOpApplier } from './dom-ops';
 import { dumpDocument } from './dump';
 import { PORT_MESSAGE, type FromFrame, type ToFrame } from './frame-protocol';
@@ -18,6 +19,18 @@ let viewUrl = '';
 let applier: DomOpApplier | null = null;
 let written = false;
 let clock = new PaintClock();
+/**
+ * The page frame document's mode, when we set it (null: its parser read a page's own markup). Emptied by
+ * document.open() and close() with nothing written, a document is in quirks mode (HTML's "initial" insertion mode
+ * at the end of input): CATP pages, built by DOM operations into it, were all laid out in quirks mode.
+ */
+let docMode: DocumentMode | null = null;
+/** A doctype that puts a document in each mode when its parser reads it (HTML § 13.2.6.4.1). */
+const DOCTYPE_FOR: Record<DocumentMode, string> = {
+  'no-quirks': '<!DOCTYPE html>',
+  'limited-quirks': '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">',
+  quirks: '',
+};
 
 const post = (m: FromFrame) => port?.postMessage(m);
 
@@ -99,10 +112,11 @@ function handle(m: ToFrame): void {
       clock = new PaintClock((u) => post({ t: 'update', loadId: id, update: u }));
       reopen(doc);
       doc.close();
+      docMode = 'quirks';
       return;
     }
     case 'ops': {
-      const a = (applier ??= new DomOpApplier(doc));
+      const a = (applier ??= new DomOpApplier(doc, (mode) => setMode(doc, mode)));
       const { k, what, count } = m;
       const id = loadId;
       a.push(m.ops, () => {
@@ -119,6 +133,7 @@ function handle(m: ToFrame): void {
       if (!written) {
         written = true;
         reopen(doc);
+        docMode = null;
       }
       if (m.text.length > 0) {
         doc.write(m.text);
@@ -159,11 +174,21 @@ function handle(m: ToFrame): void {
   }
 }
 
+/** Gives the (empty) page document `mode` for a page built by DOM operations: parsed again from a doctype. */
+function setMode(doc: Document, mode: DocumentMode): void {
+  if (docMode === mode) return;
+  reopen(doc);
+  doc.write(DOCTYPE_FOR[mode]);
+  doc.close();
+  docMode = mode;
+}
+
 function showWhole(doc: Document, m: Extract<ToFrame, { t: 'whole' }>): void {
   if (m.html) {
     if (!written) {
       written = true;
       reopen(doc);
+      docMode = null;
     }
     doc.write(m.text);
     doc.close();
