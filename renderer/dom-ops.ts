@@ -11,7 +11,8 @@ const DOM_OP: typeof DomOpCodes = { RESET: 0, ELEMENT: 1, TEXT: 2, COMMENT: 3, D
 export const HTML_NS = 'http://www.w3.org/1999/xhtml';
 const PLACEHOLDER_TAG_NAME = 'catp-missing';
 export const PLACEHOLDER_TAG = PLACEHOLDER_TAG_NAME;
-const NS = [HTML_NS, 'http://www.w3.org/2000/svg', 'http://www.w3.org/1998/Math/MathML'];
+const MATHML_NS = 'http://www.w3.org/1998/Math/MathML';
+const NS = [HTML_NS, 'http://www.w3.org/2000/svg', MATHML_NS];
 /** How many array entries each operation of a fixed layout takes (api.ts, DomOps). */
 const OP_WIDTH: Record<number, number> = {
   [DOM_OP.RESET]: 3, [DOM_OP.TEXT]: 2, [DOM_OP.COMMENT]: 2, [DOM_OP.DOCTYPE]: 4, [DOM_OP.CONTENT]: 2, [DOM_OP.PLACEHOLDER]: 3,
@@ -95,6 +96,13 @@ export class DomOpApplier {
   slices = 0;
   /** FRAME_TAGS elements made in the current slice. */
   private framesInSlice = 0;
+  /**
+   * `<math>` elements in the document whose MathML children changed in this slice: Chromium keeps the layout a token
+   * element (`<mi>`, `<mn>`, …) got from the children it had then (a placeholder element beside its text made an `<mi>`
+   * 20 px tall instead of 9 after the placeholder went), so the page laid out differently from one load to the next.
+   * Each is put back where it is at the end of the slice, which lays it out anew from what it holds.
+   */
+  private readonly mathChanged = new Set<Element>();
   private idleWaiters: Array<() => void> = [];
 
   /**
@@ -219,9 +227,26 @@ export class DomOpApplier {
       if (full()) break;
     }
     this.attachHeld();
+    this.relayoutMath();
     const took = performance.now() - t0;
     this.slices++;
     if (took > this.longestSliceMs && budgetMs !== Infinity) this.longestSliceMs = took;
+  }
+
+  /** A change to `parent`'s children: its `<math>` is laid out anew at the end of the slice when it is MathML in the document. */
+  private noteMath(parent: Node): void {
+    if (parent.nodeType !== 1 || (parent as Element).namespaceURI !== MATHML_NS || !parent.isConnected) return;
+    const math = (parent as Element).closest('math');
+    if (math !== null) this.mathChanged.add(math);
+  }
+
+  /** Puts each changed `<math>` back where it is (see mathChanged). */
+  private relayoutMath(): void {
+    for (const math of this.mathChanged) {
+      const parent = math.parentNode;
+      if (parent !== null && math.isConnected) parent.insertBefore(math, math.nextSibling);
+    }
+    this.mathChanged.clear();
   }
 
   /** Does the held inserts into the live document, in the order they came. */
@@ -237,6 +262,7 @@ export class DomOpApplier {
   }
 
   private insert(parent: Node, node: Node, before: Node | null): void {
+    this.noteMath(parent);
     try {
       parent.insertBefore(node, before !== null && before.parentNode === parent ? before : null);
       if ((node as Element).localName === PLACEHOLDER_TAG) this.placeholders++;
@@ -420,6 +446,7 @@ export class DomOpApplier {
         }
         if (node.parentNode) {
           if ((node as Element).localName === PLACEHOLDER_TAG) this.placeholders--;
+          this.noteMath(node.parentNode);
           node.parentNode.removeChild(node);
         }
         this.nodes.delete(h as number);
