@@ -9,7 +9,7 @@ import type { HeadlessPage } from '../../app/browser/chromium';
 import { DomOpRecorder } from '../../app/browser/dom-recorder';
 import { serializeDump } from '../../app/browser/wire';
 import { CatpAssembler, CatpTreeBuilder, encodePage, parse5TreeBuilder } from '../../protocol/catp';
-import type { DomOps, DumpNode } from '../../protocol/browser/api';
+import { DOM_OP, type DomOps, type DumpNode } from '../../protocol/browser/api';
 import { sha256 } from '../../platform/sha256';
 import { manyPartsPage, newAssembler, rng, shuffle } from '../helpers/catp-util';
 import { bundledPage, chromiumPresent } from './helpers';
@@ -173,6 +173,33 @@ maybe('DOM operations applied in Chromium', () => {
     expect(got.bad).toBe(0);
     expect(got.text).toBe('0123456789'.repeat((blocks * 1428) / 10 + 1).slice(0, blocks * 1428));
     expect(got.changes).toBe(blocks);
+  });
+
+  test('a MathML token element whose text came after its placeholder was painted is laid out as one built whole', async () => {
+    // an <mi> holding an empty text and a slot's placeholder, painted; then its text, and the placeholder goes.
+    // Chromium kept the <mi>'s layout from when the placeholder stood in it (20 px tall, not 9): the applier lays
+    // the <math> out again. Beside it, the same <mi> built with its text.
+    const { RESET, ELEMENT: E, TEXT, PLACEHOLDER, INSERT, REMOVE, SET_TEXT, APPEND_NEW } = DOM_OP;
+    const first = [1, RESET, 0, 0, E, 'html', 0, 0, APPEND_NEW, 0, E, 'body', 0, 0, APPEND_NEW, 1, E, 'p', 0, 0, APPEND_NEW, 2,
+      E, 'math', 2, 0, APPEND_NEW, 3, E, 'mi', 2, 0, APPEND_NEW, 4, TEXT, '', APPEND_NEW, 5, PLACEHOLDER, 0, 1, INSERT, 5, 7, 6,
+      E, 'math', 2, 0, APPEND_NEW, 3, E, 'mi', 2, 0, APPEND_NEW, 8, TEXT, 'x', APPEND_NEW, 9];
+    const then = [11, SET_TEXT, 6, 'x', REMOVE, 7];
+    const got = (await head.page.evaluate(`(async () => {
+      const doc = document.getElementById('f').contentDocument;
+      const applier = new window.DomOpApplier(doc);
+      const frame = () => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+      await new Promise((ok) => applier.push(${JSON.stringify(first)}, ok));
+      await frame();
+      const before = doc.querySelector('mi').getBoundingClientRect().height;
+      await new Promise((ok) => applier.push(${JSON.stringify(then)}, ok));
+      await frame();
+      const [late, whole] = [...doc.querySelectorAll('mi')].map((m) => Math.round(m.getBoundingClientRect().height));
+      return { html: doc.body.innerHTML, bad: applier.bad, before: Math.round(before), late, whole };
+    })()`)) as { html: string; bad: number; before: number; late: number; whole: number };
+    expect(got.html).toBe('<p><math><mi>x</mi></math><math><mi>x</mi></math></p>');
+    expect(got.bad).toBe(0);
+    expect(got.before).toBeGreaterThan(got.whole); // the placeholder made it taller
+    expect(got.late).toBe(got.whole);
   });
 
   test('a batch the applier cannot read is counted, and the batches after it keep their handles', async () => {

@@ -28,7 +28,7 @@ import { startServer, type DhttpServer } from '../../server';
 export const ROOT = join(__dirname, '..', '..');
 export const DEMO = join(ROOT, 'demo', 'site');
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
-const CORPUS_DIR = process.env.CATP_CORPUS ?? join(ROOT, '..', 'shared', 'corpus');
+export const CORPUS_DIR = process.env.CATP_CORPUS ?? join(ROOT, '..', 'shared', 'corpus');
 export const CORPUS_PAGES = ['wikipedia.html', 'nytimes-1.html', 'bbc-1.html', 'aktualne.html', 'archive-of-our-own.html']
   .map((p) => join(CORPUS_DIR, 'real-pages', p))
   .filter(existsSync)
@@ -115,7 +115,7 @@ export interface RigOptions {
   /** One-way delay through the relay (ms): with a real RTT, later frames overtake the repair of a lost one. */
   delayMs?: number;
   drop?: (direction: 'toServer' | 'toClient', data: Buffer, index: number) => boolean | undefined;
-  extraFiles?: Record<string, string>;
+  extraFiles?: Record<string, string | Uint8Array>;
   width?: number;
   height?: number;
   /** Payload store directory (DTD, CATP block reuse); default none, so loads never depend on earlier runs. */
