@@ -61,11 +61,13 @@ export async function resolvePage(spec: string, tmpRoot: string, fetchTimeoutMs 
     fs.writeFileSync(path.join(dir, 'index.html'), body);
     return { name: s, root: dir, urlPath: '/index.html', bytes: body.length };
   }
-  const fromDir = (dir: string, name: string): PageSpec | null => {
+  const inDir = (dir: string, name: string): PageSpec | null => {
     const file = path.join(dir, name);
     if (path.dirname(file) !== dir || !fs.existsSync(file) || !fs.statSync(file).isFile()) return null;
     return { name, root: dir, urlPath: `/${encodeURIComponent(name)}`, bytes: fs.statSync(file).size };
   };
+  // a name without its extension is the .html page of that name (corpus:heise is heise.html)
+  const fromDir = (dir: string, name: string): PageSpec | null => inDir(dir, name) ?? (name !== '' && path.extname(name) === '' ? inDir(dir, `${name}.html`) : null);
   if (s.startsWith('corpus:')) {
     const p = fromDir(corpusPagesDir(), s.slice('corpus:'.length));
     if (!p) throw new DemoPageError(`no corpus page ${s.slice(7)} in ${corpusPagesDir()}`);

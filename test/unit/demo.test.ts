@@ -93,6 +93,12 @@ describe('resolvePage: a demo page, corpus:NAME, a file, a URL', () => {
     if (process.env.CATP_NO_SKIP === '1' || p !== null) expect(p).toMatchObject({ name: 'wikipedia.html', root: corpusPagesDir() });
   });
 
+  test('corpus:NAME without .html is that .html page (as the corpus lists them)', async () => {
+    const p = await resolvePage('corpus:wikipedia', tmp).catch(() => null);
+    if (process.env.CATP_NO_SKIP === '1' || p !== null) expect(p).toMatchObject({ name: 'wikipedia.html', urlPath: '/wikipedia.html', root: corpusPagesDir() });
+    await expect(resolvePage('corpus:no-such-page', tmp)).rejects.toThrow(/no corpus page no-such-page/);
+  });
+
   test('an http:// URL is fetched once (redirects followed) and served as a file; errors say what failed', async () => {
     const server: Server = createServer((req, res) => {
       if (req.url === '/old') res.writeHead(301, { location: '/page' }).end();
