@@ -17,8 +17,8 @@ jest.setTimeout(180_000);
 // MathML (laid out by Chromium from the children a token element had when first laid out: dom-ops.ts mathChanged)
 const PAGES = ['heise.html', 'daringfireball-1.html', 'keep-tabular-data.html', 'hukumusume.html', 'mathjax.html'];
 /**
- * Pixels two loads of one page may differ in: a few, seen in about one run in four on a page whatever its transport
- * (a form control's edge, a link's underline skipping a bracket's descender or not). A page laid out in the wrong
+ * Pixels the two loads of one page may differ in: a few, seen in about one run in four on some pages (a form
+ * control's edge, a link's underline skipping a bracket's descender or not; not traced). A page laid out in the wrong
  * mode differs in tens of thousands (heise: 44,237 of the 903,680), stale MathML in about ten thousand.
  */
 const NOISE_PIXELS = 32;
