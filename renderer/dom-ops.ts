@@ -97,10 +97,10 @@ export class DomOpApplier {
   /** FRAME_TAGS elements made in the current slice. */
   private framesInSlice = 0;
   /**
-   * `<math>` elements in the document whose MathML children changed in this slice: Chromium keeps the layout a token
-   * element (`<mi>`, `<mn>`, …) got from the children it had then (a placeholder element beside its text made an `<mi>`
-   * 20 px tall instead of 9 after the placeholder went), so the page laid out differently from one load to the next.
-   * Each is put back where it is at the end of the slice, which lays it out anew from what it holds.
+   * `<math>` elements in the document whose MathML children changed in this slice: Chromium keeps the layout a
+   * token element (`<mi>`, `<mn>`, …) got from the children it had then (a placeholder element beside its text made
+   * an `<mi>` 20 px tall instead of 9 after the placeholder went), so the page laid out differently from one load to
+   * the next. Each is put back where it is at the end of the slice, which lays it out anew from what it holds.
    */
   private readonly mathChanged = new Set<Element>();
   private idleWaiters: Array<() => void> = [];
@@ -233,7 +233,7 @@ export class DomOpApplier {
     if (took > this.longestSliceMs && budgetMs !== Infinity) this.longestSliceMs = took;
   }
 
-  /** A change to `parent`'s children: its `<math>` is laid out anew at the end of the slice when it is MathML in the document. */
+  /** A change to `parent`'s children: when it is MathML in the document, its `<math>` is laid out anew at the slice's end. */
   private noteMath(parent: Node): void {
     if (parent.nodeType !== 1 || (parent as Element).namespaceURI !== MATHML_NS || !parent.isConnected) return;
     const math = (parent as Element).closest('math');

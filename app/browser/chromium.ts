@@ -148,8 +148,9 @@ export interface AppWindow {
  * reach (the shell's frame origin); `tunnelSpki`: the shell's tunnel certificate (tunnelFlags). `headless`: the same
  * browser with no window (`--headless`, a window of `width` × `height`, scrollbars hidden as playwright-core's headless
  * pages have them) and, like the window, no DevTools client attached: a headless load that only needs what the host
- * records (catp browse --headless --record) then costs what a window costs. Driven through playwright-core (openHeadless), Chromium copies every message the page's socket
- * receives into a DevTools event (playwright turns the Network domain on for every page), work a window never does.
+ * records (catp browse --headless --record) then costs what a window costs. Driven through playwright-core
+ * (openHeadless), Chromium copies every message the page's socket receives into a DevTools event (playwright turns
+ * the Network domain on for every page), work a window never does.
  */
 export function openAppWindow(url: string, opts: { width?: number; height?: number; tunnelSpki?: string; alsoOrigins?: readonly string[]; headless?: boolean } = {}): AppWindow {
   if (!chromiumAvailable()) throw new HostError('HOST_ERR_NO_CHROMIUM', `Chromium not found at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROME_PATH)`);

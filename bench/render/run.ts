@@ -1,7 +1,8 @@
 // Render benchmark: how long a CATP frame waits between its kernel receive timestamp and the paint that
 // shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded with no loss over loopback at
 // several sender ceilings (default: the lab's 50,000 B/s, 1,000,000 B/s, and 50,000,000 B/s, which loopback
-// takes as fast as the sender ramps up) in the real renderer (`catp browse --headless --record`: no DevTools client attached, as a window).
+// takes as fast as the sender ramps up) in the real renderer (`catp browse --headless --record`: no DevTools client
+// attached, as a window).
 //
 // Latency per frame: the k-th useful frame (index or data; each one the host turns into one `dom` event of DOM
 // operations) is shown by the paint the renderer records for the k-th dom event (record.domPaintedAtEpochMs:
