@@ -11,6 +11,7 @@ import { CATP_ERR, REJECT, Reject } from './errors';
 import { CHECK_BYTES, DIGEST_BYTES, Sha256 } from './encoder';
 import { BLOCK_DIGEST_BYTES, BlockInfo, blockFrames, DEFAULT_INDEX_LIMITS, decodeIndexPiece, IndexLimits, IndexPiece, PAGE_DIGEST_BYTES, SlotRef, STREAMS } from './index-piece';
 import { FrameCodec, MAX_DECODED_PAYLOAD, unpackPayload } from './payload-codec';
+import { OrderedList } from './ordered-list';
 import { RepairReceiver, ReceiverOptions } from './repair';
 import { ByteReader, bytesEqual, decodeHeader, FRAME_FLAG_REUSE, FRAME_KIND, FrameHeader, FrameKind, HEADER_BYTES, ID_BYTES, PAGE_ID_BYTES } from './wire';
 
@@ -328,49 +329,15 @@ interface SlotSpan {
   slot: number;
 }
 
-/** Index of the last span starting at or before `piece`, or -1. */
-function spanAt(spans: readonly { firstPiece: number }[], piece: number): number {
-  let lo = 0;
-  let hi = spans.length - 1;
-  let at = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (spans[mid].firstPiece <= piece) {
-      at = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  return at;
+/** Spans of pieces (a slot's, a block's), in order of their first piece. */
+function spanList<T extends { firstPiece: number }>(): OrderedList<T> {
+  return new OrderedList<T>((s) => s.firstPiece);
 }
 
-/** True when [first, first+count) overlaps a span of the sorted list (spans have firstPiece and a length). */
-function overlaps(spans: ReadonlyArray<{ firstPiece: number; parts: number }>, first: number, count: number): boolean {
-  const i = spanAt(spans, first + count - 1);
-  return i >= 0 && spans[i].firstPiece + spans[i].parts > first;
-}
-
-/**
- * Inserts `batch` (sorted by firstPiece, none overlapping `spans`) into the sorted `spans`. One index piece's spans
- * of a stream come as one batch: in document order they are appended, in any other order they usually fill one
- * gap; interleaved batches (a hostile sender) merge with the tail. Either way one pass over the tail. Inserting span by span cost
- * a move of the tail per span: quadratic when a page's index arrives in reverse order.
- */
-function insertBatch<T extends { firstPiece: number }>(spans: T[], batch: T[]): void {
-  const k = batch.length;
-  if (k === 0) return;
-  const n = spans.length;
-  if (n === 0 || spans[n - 1].firstPiece <= batch[0].firstPiece) {
-    for (const s of batch) spans.push(s);
-    return;
-  }
-  const at = spanAt(spans, batch[0].firstPiece) + 1;
-  const tail = spans.splice(at);
-  let i = 0;
-  for (const s of batch) {
-    while (i < tail.length && tail[i].firstPiece <= s.firstPiece) spans.push(tail[i++]);
-    spans.push(s);
-  }
-  while (i < tail.length) spans.push(tail[i++]);
+/** True when [first, first+count) overlaps a span of the list. */
+function overlaps<T extends { firstPiece: number; parts: number }>(spans: OrderedList<T>, first: number, count: number): boolean {
+  const s = spans.floor(first + count - 1);
+  return s !== undefined && s.firstPiece + s.parts > first;
 }
 
 export class CatpAssembler extends AssemblerBase<CatpEvent> {
@@ -380,6 +347,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private seqKind = new Uint8Array(0);
   /** Each index piece's ranges (what the checks of later pieces need): not the piece, whose nodes would live on. */
   private pieces: Array<PieceRanges | null> = [];
+  /** Ordinals of the pieces here. */
+  private readonly present = new OrderedList<number>((n) => n);
   private bodies: Array<Uint8Array | null> = [];
   private piecesHave = 0;
   private fragment: boolean | null = null;
@@ -387,8 +356,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
   private pageDigest: Uint8Array | null = null;
   private readonly nodes = new NodeTable();
   private provisional = 0;
-  private readonly slotSpans: SlotSpan[][] = [[], [], []];
-  private readonly blockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
+  private readonly slotSpans: Array<OrderedList<SlotSpan>> = [spanList(), spanList(), spanList()];
+  private readonly blockSpans: Array<OrderedList<{ firstPiece: number; parts: number }>> = [spanList(), spanList(), spanList()];
   private slotParts = 0;
   private slots = 0;
   private blockPieces = 0;
@@ -524,24 +493,24 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     if (this.fragment !== null && (this.fragment !== p.fragment || this.mode !== p.mode)) throw new Reject(REJECT.INDEX_CONFLICT, 'document mode');
     // Pieces follow each other in node order as their ordinals do; neighbours meet exactly.
     const end = p.firstNode + p.nodeCount;
-    for (let k = p.ordinal - 1; k >= 0; k--) {
-      const q = this.pieces[k];
-      if (q === null) continue;
+    // the nearest present pieces on each side, from the list of those here (a scan over the absent ones between was
+    // quadratic in a page whose index frames arrive in reverse, or in order)
+    const before = this.present.floor(p.ordinal - 1);
+    if (before !== undefined) {
+      const q = this.pieces[before] as PieceRanges;
       const qEnd = q.firstNode + q.nodeCount;
-      if (qEnd > p.firstNode || (k === p.ordinal - 1 && qEnd !== p.firstNode)) {
+      if (qEnd > p.firstNode || (before === p.ordinal - 1 && qEnd !== p.firstNode)) {
         throw new Reject(REJECT.INDEX_CONFLICT, 'overlapping or misordered node ranges');
       }
       if (q.firstSlot + q.slotCount > p.firstSlot) throw new Reject(REJECT.INDEX_CONFLICT, 'slot numbers');
-      break;
     }
-    for (let k = p.ordinal + 1; k < this.indexFrames; k++) {
-      const q = this.pieces[k];
-      if (q === null) continue;
-      if (end > q.firstNode || (k === p.ordinal + 1 && end !== q.firstNode)) {
+    const after = this.present.higher(p.ordinal);
+    if (after !== undefined) {
+      const q = this.pieces[after] as PieceRanges;
+      if (end > q.firstNode || (after === p.ordinal + 1 && end !== q.firstNode)) {
         throw new Reject(REJECT.INDEX_CONFLICT, 'overlapping or misordered node ranges');
       }
       if (p.firstSlot + p.slotCount > q.firstSlot) throw new Reject(REJECT.INDEX_CONFLICT, 'slot numbers');
-      break;
     }
     if (this.nodes.size + p.nodeCount + p.chain.length > this.limits.maxNodes) throw new Reject(REJECT.ABSURD_COUNT, 'nodes');
     // The chain and the nodes against what other pieces said of the same numbers.
@@ -601,6 +570,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     this.pieces[p.ordinal] = { firstNode: p.firstNode, nodeCount: p.nodeCount, firstSlot: p.firstSlot, slotCount: p.slotCount };
     this.bodies[p.ordinal] = body;
     this.piecesHave++;
+    this.present.insert(p.ordinal);
     this.fragment = p.fragment;
     this.mode = p.mode;
     if (p.pageDigest !== null) this.pageDigest = p.pageDigest;
@@ -623,9 +593,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     }
     const fills: SlotFill[] = [];
     const refs = slotRefs(p);
-    const newSpans: SlotSpan[][] = [[], [], []];
-    for (const r of refs) newSpans[r.stream].push({ firstPiece: r.firstPiece, parts: r.parts, slot: r.slot });
-    for (let st = 0; st < STREAMS; st++) insertBatch(this.slotSpans[st], newSpans[st].sort((a, b) => a.firstPiece - b.firstPiece));
+    for (const r of refs) this.slotSpans[r.stream].insert({ firstPiece: r.firstPiece, parts: r.parts, slot: r.slot });
     for (const r of refs) {
       this.slotParts += r.parts;
       this.slots++;
@@ -647,9 +615,7 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
       }
     }
     const newlyKnown: number[] = []; // blocks some of whose frames were held
-    const newBlockSpans: Array<Array<{ firstPiece: number; parts: number }>> = [[], [], []];
-    for (const b of p.blocks) newBlockSpans[b.stream].push({ firstPiece: b.firstPiece, parts: b.pieces });
-    for (let st = 0; st < STREAMS; st++) insertBatch(this.blockSpans[st], newBlockSpans[st].sort((a, b) => a.firstPiece - b.firstPiece));
+    for (const b of p.blocks) this.blockSpans[b.stream].insert({ firstPiece: b.firstPiece, parts: b.pieces });
     for (const b of p.blocks) {
       this.infos[b.block] = b;
       this.blocksDescribed++;
@@ -742,9 +708,8 @@ export class CatpAssembler extends AssemblerBase<CatpEvent> {
     const spans = this.slotSpans[info.stream];
     texts.forEach((text, i) => {
       const piece = info.firstPiece + i;
-      const at = spanAt(spans, piece);
-      const s = at >= 0 ? spans[at] : null;
-      if (s !== null && piece < s.firstPiece + s.parts) fills.push({ slot: s.slot, part: piece - s.firstPiece, parts: s.parts, text });
+      const s = spans.floor(piece);
+      if (s !== undefined && piece < s.firstPiece + s.parts) fills.push({ slot: s.slot, part: piece - s.firstPiece, parts: s.parts, text });
       else this.pending[info.stream].set(piece, text);
     });
     return fills;

@@ -16,6 +16,7 @@ import { defaultTreeAdapter } from 'parse5';
 import type { DefaultTreeAdapterMap } from 'parse5';
 import type { CatpEvent, SlotFill } from './assembler';
 import { DEFAULT_INDEX_LIMITS, NS_HTML, STREAM, type CatpAttr, type DocumentMode, type IndexAttr, type IndexPiece, type SlotRef } from './index-piece';
+import { OrderedList } from './ordered-list';
 
 /** What a tree needs to offer. `H` is a handle to any node. */
 export interface CatpTreeSink<H> {
@@ -54,7 +55,7 @@ interface NodeState<H> {
   /** Placeholders standing right before this node (the first is where a sibling inserted after goes). */
   fronts: H[];
   /** Numbers of the children present, ascending (for parents only). */
-  children: number[] | null;
+  children: OrderedList<number> | null;
   provisional: boolean;
 }
 
@@ -146,28 +147,11 @@ function setAt<T>(a: Array<T | undefined>, i: number, v: T): void {
   a[i] = v;
 }
 
-/** Two ascending arrays (no number in both) as one. */
-function mergeAscending(a: readonly number[], b: readonly number[]): number[] {
-  const out: number[] = [];
-  let i = 0;
-  for (const x of b) {
-    while (i < a.length && a[i] < x) out.push(a[i++]);
-    out.push(x);
-  }
-  while (i < a.length) out.push(a[i++]);
-  return out;
-}
+const byNumber = (n: number): number => n;
 
-/** Index of the first element greater than v in an ascending array. */
-function upper(a: readonly number[], v: number): number {
-  let lo = 0;
-  let hi = a.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (a[mid] <= v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+/** A parent's list of present children. */
+function childList(): OrderedList<number> {
+  return new OrderedList(byNumber);
 }
 
 export class CatpTreeBuilder<H> {
@@ -183,8 +167,6 @@ export class CatpTreeBuilder<H> {
   /** Index frame ordinal -> the placeholder standing for the frame before it, and the node it stands before. */
   private readonly gaps = new Map<number, { ph: H; node: number }>();
   private readonly pieces = new Map<number, IndexPiece>();
-  /** Children the piece being added put before present siblings (ascending, by parent): see place. */
-  private readonly early = new Map<NodeState<H>, number[]>();
   /** Text slots still waiting for data, and placeholders shown. */
   missingSlots = 0;
   /** Consecutive parts of one text slot that came in the event being applied, not yet handed to the sink. */
@@ -232,7 +214,7 @@ export class CatpTreeBuilder<H> {
     let r = this.nodeAt(0);
     if (r === undefined) {
       this.root = this.sink.reset(p.fragment, p.mode);
-      r = { h: this.root, fronts: NO_FRONTS, children: [], provisional: false };
+      r = { h: this.root, fronts: NO_FRONTS, children: childList(), provisional: false };
       setAt(this.nodes, 0, r);
     }
     return r;
@@ -254,19 +236,13 @@ export class CatpTreeBuilder<H> {
   /** Puts node n (handle h) under `parent` before its next present sibling. */
   private place(parent: number, n: number, h: H, fronts: H[] = NO_FRONTS): NodeState<H> {
     const p = this.nodeAt(parent) as NodeState<H>;
-    const kids = p.children as number[];
-    const at = upper(kids, n);
-    const before = at < kids.length ? this.lead(kids[at]) : null;
-    // In document order a node comes after its present siblings: a push. One that comes before some joins the list
-    // with the rest of its piece's (addPiece), not by a splice each: a splice moves every later sibling, and a piece of
-    // 16,000 children arriving before the pieces after it moved up to a million siblings 16,000 times (a page's index
-    // frames in reverse: 51 s). Its piece's later nodes are all after it, so `kids` still places them right.
-    if (at === kids.length) kids.push(n);
-    else {
-      const early = this.early.get(p);
-      if (early === undefined) this.early.set(p, [n]);
-      else early.push(n);
-    }
+    const kids = p.children as OrderedList<number>;
+    const next = kids.higher(n);
+    const before = next === undefined ? null : this.lead(next);
+    // In document order a node comes after its present siblings (an append); one whose piece came before pieces
+    // after it goes in among them, which in a list of chunks moves at most a chunk (a page's index frames in
+    // reverse moved every later sibling, with a splice each and then a merge a piece: quadratic in the page).
+    kids.insert(n);
     this.sink.insertBefore(p.h, h, before);
     for (const f of fronts) this.sink.insertBefore(p.h, f, h);
     const st: NodeState<H> = { h, fronts, children: null, provisional: false };
@@ -283,10 +259,10 @@ export class CatpTreeBuilder<H> {
       if (this.nodeAt(c.n) === undefined) {
         if (c.content) {
           const h = this.sink.templateContent((this.nodeAt(parent) as NodeState<H>).h);
-          setAt(this.nodes, c.n, { h, fronts: NO_FRONTS, children: [], provisional: true });
+          setAt(this.nodes, c.n, { h, fronts: NO_FRONTS, children: childList(), provisional: true });
         } else {
           const st = this.place(parent, c.n, this.sink.element(c.tagName, c.namespace, []));
-          st.children = [];
+          st.children = childList();
           st.provisional = true;
         }
       }
@@ -304,14 +280,14 @@ export class CatpTreeBuilder<H> {
             known.provisional = false;
           } else {
             const st = this.place(nd.parent, nd.n, this.sink.element(nd.tagName, nd.namespace, attrs));
-            st.children = [];
+            st.children = childList();
           }
           for (const a of nd.attrs) if (a.slot) this.addSlot(a.slot, 'attr', nd.n, (this.nodeAt(nd.n) as NodeState<H>).h, a);
           break;
         }
         case 'content': {
           if (known !== undefined) known.provisional = false;
-          else setAt(this.nodes, nd.n, { h: this.sink.templateContent((this.nodeAt(nd.parent) as NodeState<H>).h), fronts: NO_FRONTS, children: [], provisional: false });
+          else setAt(this.nodes, nd.n, { h: this.sink.templateContent((this.nodeAt(nd.parent) as NodeState<H>).h), fronts: NO_FRONTS, children: childList(), provisional: false });
           break;
         }
         case 'text':
@@ -338,8 +314,6 @@ export class CatpTreeBuilder<H> {
         }
       }
     }
-    for (const [st, early] of this.early) st.children = mergeAscending(st.children as number[], early);
-    this.early.clear();
     // This piece fills the gap before the next one; a gap before it is marked until the previous one comes.
     const next = this.gaps.get(p.ordinal + 1);
     if (next !== undefined) this.removeFront(next.node, next.ph, p.ordinal + 1);
