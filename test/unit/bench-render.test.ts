@@ -1,7 +1,7 @@
 // The pure half of bench/render: pairing a load record's useful frames with the paints of its `dom` events, and
 // splitting each frame's receive-to-paint time into host, ipc, apply and paint; and reading Blink's rendering updates
 // from a trace (blink-floor.ts).
-import { analyse } from '../../bench/render/run';
+import { analyse, parseArgs } from '../../bench/render/run';
 import { renderingUpdatesMs, UPDATE_EVENT, type TraceEvent } from '../../bench/render/blink-floor';
 import type { LoadRecord, WireFrame } from '../../protocol/browser/api';
 
@@ -50,6 +50,21 @@ describe('bench/render analyse', () => {
     const a = analyse(record({ domPaintedAtEpochMs: [116, NaN, 150] }));
     expect(a.latencies).toEqual([16, 20]);
     expect(a.stages.host).toEqual([]);
+  });
+});
+
+describe('bench/render options', () => {
+  test('through the lab\'s link by default (50,000 B/s, 40 ms), any links asked for, or none', () => {
+    const opts = (argv: string[]) => {
+      const o = parseArgs(argv);
+      if (o === 'help') throw new Error('help');
+      return o;
+    };
+    expect(opts([]).links).toEqual([{ rate: 50_000, delayMs: 40 }]);
+    expect(opts(['--link', 'none']).links).toEqual([]);
+    expect(opts(['--link=10000/10,50000/40']).links).toEqual([{ rate: 10_000, delayMs: 10 }, { rate: 50_000, delayMs: 40 }]);
+    expect(opts(['--link', '1000000/2.5', '--rate', '50000']).links).toEqual([{ rate: 1_000_000, delayMs: 2.5 }]);
+    for (const bad of ['50000', '0/40', '50000/x', '50000/40/1']) expect(() => parseArgs(['--link', bad])).toThrow(/--link needs B\/S\/MS/);
   });
 });
 
