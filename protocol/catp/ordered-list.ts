@@ -10,9 +10,13 @@ export const CHUNK_MAX = 512;
 
 export class OrderedList<T> {
   private readonly chunks: T[][] = [[]];
-  size = 0;
+  private count = 0;
 
   constructor(private readonly key: (item: T) => number) {}
+
+  get size(): number {
+    return this.count;
+  }
 
   /** The last item whose key is at most `k`, or undefined. */
   floor(k: number): T | undefined {
@@ -47,7 +51,7 @@ export class OrderedList<T> {
       ch = this.chunks[c];
       ch.splice(this.upper(ch, k), 0, item);
     }
-    this.size++;
+    this.count++;
     if (ch.length > CHUNK_MAX) this.chunks.splice(c + 1, 0, ch.splice(ch.length >> 1));
   }
 
