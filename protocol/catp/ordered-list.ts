@@ -36,6 +36,15 @@ export class OrderedList<T> {
     return i < ch.length ? ch[i] : c + 1 < this.chunks.length ? this.chunks[c + 1][0] : undefined;
   }
 
+  /** The items whose key is at least `k`, in order. */
+  *from(k: number): Generator<T> {
+    let c = Math.max(0, this.chunkAt(k));
+    for (let i = this.lower(this.chunks[c], k); c < this.chunks.length; c++, i = 0) {
+      const ch = this.chunks[c];
+      for (; i < ch.length; i++) yield ch[i];
+    }
+  }
+
   /** Puts `item` after every item whose key is at most its own. */
   insert(item: T): void {
     const k = this.key(item);
@@ -74,6 +83,18 @@ export class OrderedList<T> {
       } else hi = mid - 1;
     }
     return at;
+  }
+
+  /** Index of the first item of `ch` whose key is at least `k`. */
+  private lower(ch: readonly T[], k: number): number {
+    let lo = 0;
+    let hi = ch.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.key(ch[mid]) < k) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   /** Index of the first item of `ch` whose key is greater than `k`. */

@@ -13,7 +13,7 @@ function higherOf(xs: number[], k: number): number | undefined {
 }
 
 describe('OrderedList', () => {
-  test('any inserts in any order: the items in order, floor and higher as a sorted array says', () => {
+  test('any inserts in any order: the items in order, floor, higher and from as a sorted array says', () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: -50, max: 3000 }), { maxLength: 1500 }), fc.array(fc.integer({ min: -60, max: 3010 }), { maxLength: 40 }), (xs, probes) => {
         const list = new OrderedList<number>((n) => n);
@@ -28,6 +28,7 @@ describe('OrderedList', () => {
         for (const k of probes) {
           expect(list.floor(k)).toBe(floorOf(ref, k));
           expect(list.higher(k)).toBe(higherOf(ref, k));
+          expect([...list.from(k)]).toEqual(ref.filter((x) => x >= k));
         }
       }),
       { numRuns: 60 },
