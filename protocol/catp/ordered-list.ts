@@ -1,9 +1,9 @@
 // A list kept in ascending order of a number key, in chunks of at most CHUNK_MAX items: an insert anywhere moves at
 // most a chunk, a lookup is two binary searches. The tree builder keeps each parent's present children in one, and
-// the assembler its slot and block spans: an index whose frames arrive in reverse (or a hostile one that interleaves
-// them) inserts before everything already there, and a plain array moved all of it each time — quadratic in the
-// page (7,137 index frames reversed: 7.1 s, against 0.64 s in order). Appending, what a page in order does, stays a
-// push onto the last chunk.
+// the assembler its slot and block spans, the pieces here and the pieces waiting for their slots: an index whose
+// frames arrive in reverse (or a hostile one that interleaves them) inserts before everything already there, and a
+// plain array moved all of it each time — quadratic in the page (7,137 index frames reversed: 7.1 s, against 0.64 s
+// in order). Appending, what a page in order does, stays a push onto the last chunk.
 
 /** Items a chunk holds before it is split in two. */
 export const CHUNK_MAX = 512;
