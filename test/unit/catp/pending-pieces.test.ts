@@ -23,15 +23,6 @@ import {
 import { sha256 } from '../../helpers/catp-util';
 
 const PAGE_ID = new Uint8Array(8).fill(7);
-const concat = (...ps: Uint8Array[]): Uint8Array => {
-  const out = new Uint8Array(ps.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of ps) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-};
 const varint = (n: number): number[] => (n < 128 ? [n] : [(n & 0x7f) | 0x80, n >> 7]);
 const CHAIN = [{ n: 1, content: false, tagName: 'html', namespace: NS_HTML }, { n: 2, content: false, tagName: 'body', namespace: NS_HTML }];
 
@@ -46,7 +37,7 @@ function craft(blockTexts: string[][], slotParts: number[][], firstPiece = 0) {
   const frame = (kind: 1 | 2, seq: number, payload: Uint8Array) => encodeFrame({ id: new Uint8Array(8), kind, pageId: PAGE_ID, seq, total, indexFrames: ix }, payload);
   const indexFrame = (p: IndexPiece) => {
     const body = encodePieceBody(p);
-    return frame(FRAME_KIND.INDEX, p.ordinal, concat(sha256(body).subarray(0, 8), packPayload(body, undefined, 'final')));
+    return frame(FRAME_KIND.INDEX, p.ordinal, Buffer.concat([sha256(body).subarray(0, 8), packPayload(body, undefined, 'final')]));
   };
   const blocks: BlockInfo[] = [];
   const data: Uint8Array[] = [];
