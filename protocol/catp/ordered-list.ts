@@ -20,26 +20,27 @@ export class OrderedList<T> {
 
   /** The last item whose key is at most `k`, or undefined. */
   floor(k: number): T | undefined {
-    const c = this.chunkAt(k);
+    const c = this.chunkAt(k, true);
     if (c < 0) return undefined;
     const ch = this.chunks[c];
-    return ch[this.upper(ch, k) - 1];
+    return ch[this.bound(ch, k, true) - 1];
   }
 
   /** The first item whose key is greater than `k`, or undefined. */
   higher(k: number): T | undefined {
     const last = this.chunks[this.chunks.length - 1];
     if (last.length === 0 || this.key(last[last.length - 1]) <= k) return undefined;
-    const c = Math.max(0, this.chunkAt(k));
+    const c = Math.max(0, this.chunkAt(k, true));
     const ch = this.chunks[c];
-    const i = this.upper(ch, k);
+    const i = this.bound(ch, k, true);
     return i < ch.length ? ch[i] : c + 1 < this.chunks.length ? this.chunks[c + 1][0] : undefined;
   }
 
   /** The items whose key is at least `k`, in order. */
   *from(k: number): Generator<T> {
-    let c = Math.max(0, this.chunkAt(k));
-    for (let i = this.lower(this.chunks[c], k); c < this.chunks.length; c++, i = 0) {
+    // (from the last chunk that starts before k: equal keys may run over from the chunk before)
+    let c = Math.max(0, this.chunkAt(k, false));
+    for (let i = this.bound(this.chunks[c], k, false); c < this.chunks.length; c++, i = 0) {
       const ch = this.chunks[c];
       for (; i < ch.length; i++) yield ch[i];
     }
@@ -56,9 +57,9 @@ export class OrderedList<T> {
       ch = last;
       ch.push(item);
     } else {
-      c = Math.max(0, this.chunkAt(k));
+      c = Math.max(0, this.chunkAt(k, true));
       ch = this.chunks[c];
-      ch.splice(this.upper(ch, k), 0, item);
+      ch.splice(this.bound(ch, k, true), 0, item);
     }
     this.count++;
     if (ch.length > CHUNK_MAX) this.chunks.splice(c + 1, 0, ch.splice(ch.length >> 1));
@@ -69,15 +70,15 @@ export class OrderedList<T> {
     return ([] as T[]).concat(...this.chunks);
   }
 
-  /** Index of the last chunk whose first key is at most `k`, or -1. */
-  private chunkAt(k: number): number {
+  /** Index of the last chunk whose first key is at most `k` (`orEqual`) or below it, or -1. */
+  private chunkAt(k: number, orEqual: boolean): number {
     let lo = 0;
     let hi = this.chunks.length - 1;
     let at = -1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
       const ch = this.chunks[mid];
-      if (ch.length > 0 && this.key(ch[0]) <= k) {
+      if (ch.length > 0 && (orEqual ? this.key(ch[0]) <= k : this.key(ch[0]) < k)) {
         at = mid;
         lo = mid + 1;
       } else hi = mid - 1;
@@ -85,25 +86,13 @@ export class OrderedList<T> {
     return at;
   }
 
-  /** Index of the first item of `ch` whose key is at least `k`. */
-  private lower(ch: readonly T[], k: number): number {
+  /** Index of the first item of `ch` whose key is greater than `k` (`past`), or at least `k`. */
+  private bound(ch: readonly T[], k: number, past: boolean): number {
     let lo = 0;
     let hi = ch.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.key(ch[mid]) < k) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-
-  /** Index of the first item of `ch` whose key is greater than `k`. */
-  private upper(ch: readonly T[], k: number): number {
-    let lo = 0;
-    let hi = ch.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (this.key(ch[mid]) <= k) lo = mid + 1;
+      if (past ? this.key(ch[mid]) <= k : this.key(ch[mid]) < k) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -43,6 +43,13 @@ describe('OrderedList', () => {
     expect(list.higher(3)?.tag).toBe('a');
   });
 
+  test('from(k) starts at the first item of key k even when its equal keys run over a chunk boundary', () => {
+    const list = new OrderedList<{ k: number; i: number }>((x) => x.k);
+    for (let i = 0; i < 600; i++) list.insert({ k: i < 300 ? 1 : 5, i }); // the first split puts 300 fives before it
+    for (let i = 600; i < 900; i++) list.insert({ k: 5, i });
+    expect([...list.from(5)].map((x) => x.i)).toEqual(Array.from({ length: 600 }, (_, j) => 300 + j));
+  });
+
   test('inserts before everything (an index in reverse) never let a chunk grow past CHUNK_MAX: an insert moves at most a chunk', () => {
     const list = new OrderedList<number>((n) => n);
     const n = 20 * CHUNK_MAX;
