@@ -2,10 +2,10 @@
 // shows it, and how fast the renderer fills blocks, for a ~1 MB corpus page loaded with no loss over loopback at
 // several sender ceilings (default: the lab's 50,000 B/s, 1,000,000 B/s, and 50,000,000 B/s, which loopback
 // takes as fast as the sender ramps up) in the real renderer (`catp browse --headless --record`: no DevTools client
-// attached, as a window). Over loopback the sender's first flight lands in the same millisecond whatever the
-// ceiling; through the lab's emulated link (--link, default the lab's 50,000 B/s / 40 ms one way, where the lab can
-// run: root or user namespaces) the frames come as that link delivers them, the sender told nothing, as a user on
-// that link meets them.
+// attached, as a window). Over loopback the ceiling paces every frame, the first flight's too (until session 62 the
+// first flight landed in one millisecond whatever the ceiling); through the lab's emulated link (--link, default the
+// lab's 50,000 B/s / 40 ms one way, where the lab can run: root or user namespaces) the frames come as that link
+// delivers them, the sender told nothing, as a user on that link meets them.
 //
 // Latency per frame: the k-th useful frame (index or data; each one the host turns into one `dom` event of DOM
 // operations) is shown by the paint the renderer records for the k-th dom event (record.domPaintedAtEpochMs:

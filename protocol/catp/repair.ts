@@ -762,13 +762,16 @@ export class RepairSender {
     }
     // An unproven address's first flight is bounded by its budget (what the address sent: three frames or so),
     // not by a round trip nobody has measured yet: it goes at once, as a QUIC server's first flight does, instead
-    // of spread over the assumed 100 ms (10 MB/s, 5 ms: its third frame came 9 ms late).
+    // of spread over the assumed 100 ms (10 MB/s, 5 ms: its third frame came 9 ms late). A bound on the rate (a
+    // client's Catp-Rate, the server's ceiling: "at most B bytes a second") holds for it too: at once, a 50,000 B/s
+    // client got 9 KB in a millisecond, a burst no path at that rate delivers.
     // A wake-up that came late for the pacing schedule (Node's timers fire 1 ms or more after they are due) keeps up
     // to one burst of what it missed: restarting the schedule at every wake-up dropped the lateness from each cycle,
     // and on a 10 MB/s path cycles of ~1.3 ms paced at ~75% of the rate (bench:congestion's fast path). After a wait
     // for anything else (the window, the address budget, data) the schedule restarts at the clock: no burst for time
     // nobody could send in.
     if (this.sendBudget === null) this.nextSendAt = Math.max(this.nextSendAt, late ? nowMs - this.burstMs : nowMs) + cost / this.rate;
+    else if (Number.isFinite(this.maxRate)) this.nextSendAt = Math.max(this.nextSendAt, nowMs) + cost / this.maxRate;
     this.pacing = true;
     return out;
   }

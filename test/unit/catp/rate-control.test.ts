@@ -425,6 +425,29 @@ describe('after a first flight (address validation: a frame, then a pause until 
     while (sender.nextDatagram(0) !== null) more++;
     expect(more).toBeLessThan(10);
   });
+
+  test('a bound on the rate (Catp-Rate, the server\'s ceiling) holds for the first flight too: at 50,000 B/s its frames leave a frame\'s time apart', () => {
+    const raw = page(100_000);
+    const sender = new RepairSender(raw.frames, 0, { requestId: ID, rateBytesPerSec: 50_000 });
+    const budget = 6 * (raw.frames[0].length + FIRST_FLIGHT.perFrame);
+    sender.setSendBudget(budget, FIRST_FLIGHT.perFrame);
+    const departures: Array<{ at: number; bytes: number }> = [];
+    for (let now = 0; now < 1000 && !sender.budgetBlocked; now += 0.5) {
+      for (let d = sender.nextDatagram(now); d !== null; d = sender.nextDatagram(now)) departures.push({ at: now, bytes: d.length });
+    }
+    expect(departures.length).toBeGreaterThanOrEqual(4);
+    // each leaves when the one before it has had its time at 50 bytes a millisecond (less the 1 ms pacing may run ahead)
+    for (let i = 1; i < departures.length; i++) expect(departures[i].at - departures[i - 1].at).toBeGreaterThanOrEqual(departures[i - 1].bytes / 50 - 1.5);
+    const span = departures.at(-1)!.at - departures[0].at;
+    const bytesBeforeLast = departures.slice(0, -1).reduce((a, d) => a + d.bytes, 0);
+    expect(span).toBeGreaterThanOrEqual(bytesBeforeLast / 50 - 1.5);
+    // without a bound it goes at once (the test above); with the server's default bound (12.5 MB/s) within a millisecond
+    const free = new RepairSender(raw.frames, 0, { requestId: ID, rateBytesPerSec: 12_500_000 });
+    free.setSendBudget(budget, FIRST_FLIGHT.perFrame);
+    let n = 0;
+    while (free.nextDatagram(0) !== null) n++;
+    expect(n).toBe(departures.length);
+  });
 });
 
 describe('the first round trip: a handshake RTT', () => {
