@@ -24,6 +24,7 @@ import {
 } from '../../app/browser';
 import type { HeadlessPage } from '../../app/browser/chromium';
 import { startServer, type DhttpServer } from '../../server';
+import { decodeHtml } from '../../protocol/html-encoding';
 
 export const ROOT = join(__dirname, '..', '..');
 export const DEMO = join(ROOT, 'demo', 'site');
@@ -173,8 +174,11 @@ export async function startRig(o: RigOptions = {}): Promise<Rig> {
   return rig;
 }
 
+/** parse5's tree of a page file as a browser reads it: its bytes decoded as the host does (the encoding sniffed, a byte
+ * order mark taken off, where readFileSync's 'utf8' kept it as text), parsed with scripting off (CATP_SCRIPTING, the
+ * sandbox). */
 export function parse5Of(file: string): string {
-  return serialize(parse(readFileSync(file, 'utf8'), { scriptingEnabled: false })); // as CATP_SCRIPTING and the sandbox
+  return serialize(parse(decodeHtml(new Uint8Array(readFileSync(file))).text, { scriptingEnabled: false }));
 }
 
 export function artifact(name: string): string {
