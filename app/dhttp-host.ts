@@ -100,6 +100,9 @@ export class DhttpHost {
     if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host is closed');
     const target = parseTarget(url);
     const address = await this.resolver.resolve(target.host);
+    // closed while the name resolved: a lane opened now would hold its socket open after close(), and the process
+    // with it (a browser closed right after it began a navigation never exited)
+    if (this.closed) throw new HostError('HOST_ERR_CLOSED', 'the host was closed before the request went');
     if (options.reachFrom !== undefined) refuseLessPublic(url, options.reachFrom, address);
     const bind = this.options.bind && this.options.bind !== 'auto'
       ? this.options.bind

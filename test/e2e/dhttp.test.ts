@@ -1,5 +1,6 @@
 // DHTTP end to end on real loopback sockets: the reference server, the native endpoint, the sans-IO client
 // and the host that joins them.
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -284,4 +285,19 @@ test('garbage thrown at the client and the server during a load changes nothing 
   }
   const c = host.counters().lanes[0]!.endpoint;
   expect(c.udpUnmatched + c.udpMalformed).toBeGreaterThan(0);
+});
+
+test('a host closed while a request\'s name resolves refuses it and opens nothing: a process that does only that exits', async () => {
+  // in this process: the request is refused with the host's own error
+  const h = new DhttpHost();
+  const answer = h.fetch(`dhttp://127.0.0.1:${server.port}/small.bin`);
+  h.close();
+  await expect(answer).rejects.toMatchObject({ code: 'HOST_ERR_CLOSED' });
+  // in a process of its own, the built code: before the fix a lane opened after close() kept its socket, and the
+  // process, alive (a browser closed right after it began a navigation never exited)
+  const dist = join(__dirname, '..', '..', 'dist', 'app');
+  const script = `const { DhttpHost } = require(${JSON.stringify(dist)});
+const h = new DhttpHost(); h.fetch('dhttp://127.0.0.1:9/x.html').catch((e) => console.log(e.code)); h.close();`;
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 15_000 });
+  expect({ status: r.status, signal: r.signal, out: r.stdout.trim() }).toEqual({ status: 0, signal: null, out: 'HOST_ERR_CLOSED' });
 });
