@@ -17,6 +17,8 @@ export type ToFrame =
   | { t: 'whole'; loadId: number; html: boolean; text: string; contentType: string }
   /** The load is over: close the written document, let what is queued be applied, then say 'settled'. */
   | { t: 'finish'; loadId: number; complete: boolean }
+  /** Before the first load: DOM operations to build in a document never shown (the agent's code compiles on them). */
+  | { t: 'warm-up'; batches: DomOps[] }
   | { t: 'dump'; id: number; mode: DocumentMode | null }
   | { t: 'scroll-to'; id: string };
 
@@ -26,6 +28,8 @@ export type FromFrame =
   | { t: 'update'; loadId: number; update: VisibleUpdate }
   | { t: 'dom-applied'; loadId: number; k: number; atEpochMs: number }
   | { t: 'dom-painted'; loadId: number; k: number; atEpochMs: number }
+  /** The warm-up ended (built WARM_UP_ROUNDS times, or given way to a page): the batches it built. */
+  | { t: 'warmed-up'; batches: number }
   /** Everything of the load has been applied and painted. */
   | { t: 'settled'; loadId: number }
   | { t: 'stats'; loadId: number; stats: FrameStats }

@@ -110,6 +110,8 @@ let lastRecord: LoadRecord | null = null;
 
 let framePort: MessagePort | null = null;
 let frameStats: FrameStats | null = null;
+/** Batches the agent's warm-up built before it ended (null: it has not ended, or there was none). */
+let warmedUp: number | null = null;
 const outbox: ToFrame[] = [];
 let dumpId = 0;
 const dumpWaiters = new Map<number, (tree: DumpNode | null) => void>();
@@ -142,6 +144,10 @@ function fromFrame(port: MessagePort, m: FromFrame): void {
   if (port !== framePort) return;
   if (m.t === 'click') {
     if (typeof m.href === 'string') followLink(m.href);
+    return;
+  }
+  if (m.t === 'warmed-up') {
+    if (Number.isSafeInteger(m.batches)) warmedUp = m.batches;
     return;
   }
   if (m.t === 'dump') {
@@ -375,6 +381,9 @@ api.onEvent((ev) => {
     case 'compare-opened':
       ui.status.textContent = ev.message;
       return;
+    case 'warm-up':
+      if (cur === null) toFrame({ t: 'warm-up', batches: ev.batches });
+      return;
     case 'load-started':
       startLoad(ev);
       return;
@@ -524,6 +533,9 @@ ui.save.addEventListener('click', () => {
 
 // What tests and tools read (the app page's own window; the page frame, another origin, cannot reach it).
 const probe = {
+  warmedUp() {
+    return warmedUp;
+  },
   state() {
     const load = cur;
     return load

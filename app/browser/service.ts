@@ -12,6 +12,7 @@ import {
   isCommand,
   type BrowserCommand,
   type BrowserEvent,
+  type DomOps,
   type DumpNode,
   type LoadRecord,
   type LoadSavings,
@@ -88,6 +89,8 @@ export class BrowserService {
   private readonly records = new LoadRecords();
   private readyWaiters: (() => void)[] = [];
   private readyCount = 0;
+  /** The warm-up page's DOM operations (warm-up.ts), for a renderer that is ready before any load (setWarmUpOps). */
+  private warmUpOps: DomOps[] | null = null;
   /** Commands refused by isCommand (bad input from the renderer side), counted. */
   refusedCommands = 0;
   closed = false;
@@ -146,6 +149,7 @@ export class BrowserService {
           type: 'hello', hostEpochMs: Number(realtimeNs()) / 1e6, version: 1, defaultTransport: this.defaultTransport, shell: this.options.shell ?? 'test',
           ...(this.options.openCompare ? { canCompare: true } : {}),
         });
+        if (this.warmUpOps !== null && this.current === null) this.emit({ type: 'warm-up', batches: this.warmUpOps });
         return;
       case 'compare': {
         // the page the host is showing, not a URL the renderer names: a page frame must not start processes
@@ -297,6 +301,16 @@ export class BrowserService {
   /** A stylesheet the page loaded (the shell fetched it): the URLs it names become the page's too. */
   noteStylesheet(url: string, css: string): void {
     this.current?.names.stylesheet(css, url);
+  }
+
+  /**
+   * The warm-up page's DOM operations, batch by batch: a renderer that is ready before any load builds them in a
+   * document of its own (renderer/frame-agent.ts), so that the first page's operations meet compiled code there as
+   * the host's do here. Sent at once when a renderer is already waiting.
+   */
+  setWarmUpOps(batches: DomOps[]): void {
+    this.warmUpOps = batches;
+    if (this.readyCount > 0 && this.current === null && !this.closed) this.emit({ type: 'warm-up', batches });
   }
 
   get currentLoadId(): number | null {

@@ -49,7 +49,7 @@ export async function startBrowserSession(options: BrowserSessionOptions = {}): 
   service.setViewUrl(shell.viewUrl);
   // while the shell (Chromium, Electron) starts: the first page's frames then meet compiled code (warm-up.ts); it
   // stops when a load begins or the session closes (its steps keep the event loop awake until then)
-  void warmUpInBackground(() => service.currentLoadId !== null || service.closed);
+  void warmUpInBackground(() => service.currentLoadId !== null || service.closed, undefined, (batches) => service.setWarmUpOps(batches));
   return {
     service,
     shell,

@@ -6,7 +6,9 @@
 // lab's 50,000 B/s link, `catp silent-time --trace`), 5–15 with three rounds of a small page. Rounds of a page of
 // real size and variety, a frame a turn of the event loop until a load begins (warmUpInBackground), take a large
 // page's host path further. Nothing is sent, counted or stored: the frames never touch a socket, and the events go
-// nowhere.
+// nowhere, except the first round's DOM operations, which the renderer builds out of sight for its own warm-up
+// (BrowserService.setWarmUpOps, renderer/frame-agent.ts).
+import type { DomOps } from '../../protocol/browser/api';
 import { encodePage, encodeRaw, StreamLoad, type StreamMode } from '../../protocol/catp';
 import { HostError } from '../errors';
 import { sha256 } from '../../platform/sha256';
@@ -97,7 +99,7 @@ export interface WarmUpLoad {
  * One load of `frames` in `mode`, in send order, through StreamLoad and the renderer's events: a step a frame (what a
  * real load's frame costs the event loop), then what the load did.
  */
-function* loadSteps(mode: StreamMode, frames: readonly Uint8Array[]): Generator<void, WarmUpLoad> {
+function* loadSteps(mode: StreamMode, frames: readonly Uint8Array[], onDom?: (ops: DomOps) => void): Generator<void, WarmUpLoad> {
   const done: WarmUpLoad = { frames: frames.length, indexFrames: 0, domEvents: 0, domOps: 0, textChars: 0 };
   const requestId = new Uint8Array([0x80, 0x57, 0x41, 0x52, 0x4d, 0x55, 0x50, 0x31]);
   const load = new StreamLoad({ mode, requestId, otherPort: 0, sha256, codec: catpCodec, sentAtMs: 0, sentRealtimeNs: null });
@@ -117,6 +119,7 @@ function* loadSteps(mode: StreamMode, frames: readonly Uint8Array[]): Generator<
       } else if (ev.type === 'dom') {
         done.domEvents++;
         done.domOps += ev.ops.length;
+        onDom?.(ev.ops);
       }
     }
     if (step.ended?.outcome === 'complete') complete = true;
@@ -130,8 +133,8 @@ function* loadSteps(mode: StreamMode, frames: readonly Uint8Array[]): Generator<
 /** One round: the page over CATP, then over in-order, a step a frame; returns what both loads did. */
 type Round = Generator<void, { catp: WarmUpLoad; inorder: WarmUpLoad }>;
 
-/** The warm-up page's frames, CATP and in-order; each call of the result is a new round. */
-function warmUpRounds(): () => Round {
+/** The warm-up page's frames, CATP and in-order; each call of the result is a new round (`onDom`: its CATP load's DOM operations). */
+function warmUpRounds(): (onDom?: (ops: DomOps) => void) => Round {
   const bytes = new TextEncoder().encode(WARM_UP_PAGE);
   // frames of a real page's size, encoded at brotli's quality 2, not the wire's 11: the same decoder reads both, and
   // this encode holds the event loop once, while the shell starts (~30 ms here; quality 11 ~140)
@@ -139,8 +142,8 @@ function warmUpRounds(): () => Round {
   const page = encodePage(bytes, { sha256, codec });
   // in-order as a load gets it (brotli-coded, protocol/catp/raw.ts), so the stream decoder is warm too
   const raw = encodeRaw(bytes, { sha256, codec });
-  return function* round() {
-    const catp = yield* loadSteps('catp', page.frames);
+  return function* round(onDom?: (ops: DomOps) => void) {
+    const catp = yield* loadSteps('catp', page.frames, onDom);
     const inorder = yield* loadSteps('inorder', raw.frames);
     return { catp, inorder };
   };
@@ -178,18 +181,21 @@ export const WARM_UP_ROUNDS = 12;
  * page load has begun (its own frames warm the code from then on). Errors end it quietly: a load runs the same code
  * and reports its own. Resolves with the rounds it finished.
  */
-export function warmUpInBackground(busy: () => boolean, rounds = WARM_UP_ROUNDS): Promise<number> {
-  let next: (() => Round) | null = null;
+export function warmUpInBackground(busy: () => boolean, rounds = WARM_UP_ROUNDS, onDomBatches?: (batches: DomOps[]) => void): Promise<number> {
+  let next: ((onDom?: (ops: DomOps) => void) => Round) | null = null;
   let round: Round | null = null;
   let ran = 0;
+  // the first round's CATP operations, for the renderer's own warm-up (renderer/frame-agent.ts)
+  const batches: DomOps[] = [];
   return new Promise((done) => {
     const step = (): void => {
       if (busy() || ran >= rounds) return done(ran);
       try {
         next ??= warmUpRounds();
-        round ??= next();
+        round ??= next(ran === 0 && onDomBatches ? (ops) => batches.push(ops) : undefined);
         if (round.next().done === true) {
           round = null;
+          if (ran === 0) onDomBatches?.(batches);
           ran++;
         }
       } catch {

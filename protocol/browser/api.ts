@@ -226,7 +226,12 @@ export type BrowserEvent =
   | { type: 'dump-request'; requestId: number }
   | { type: 'record-saved'; path: string }
   /** What became of a `compare` command. */
-  | { type: 'compare-opened'; url: string; message: string };
+  | { type: 'compare-opened'; url: string; message: string }
+  /**
+   * Before the first load: the host's warm-up page as DOM operations, batch by batch. The renderer builds them in a
+   * document that is never shown, so that a fresh renderer's code is compiled before a page's operations need it.
+   */
+  | { type: 'warm-up'; batches: DomOps[] };
 
 /** The object a shell hands to the renderer (the preload's `window.catp`, or the WebSocket client). */
 export interface BrowserApi {

@@ -3,6 +3,8 @@
 // page is built by DOM operations, and only a parser sets a document's mode: the agent's empty document (opened and
 // closed with nothing written) was in quirks mode, so every CATP page was laid out as a quirks page (a broken
 // image with a size drawn as a box, a list item's marker on a line of its own, table cells taller or shorter).
+// Since session 63 the agent empties the document for a load in no-quirks mode (most pages'), and parses it again
+// only for a page in another mode: each transport here loads the modes in turn, so each follows another.
 import { chromiumPresent, pageFrame, startRig, type Rig } from './helpers';
 import { describeIf } from '../helpers/requires';
 
