@@ -81,7 +81,7 @@ test('the resend count is bounded by maxResends and the back-off by maxTimeoutMs
 });
 
 describe("the resend timer follows the origin's round trip (RFC 6298)", () => {
-  const origin = { address: SERVER.host, port: SERVER.port };
+  const origin = { host: SERVER.host, port: SERVER.port };
   function answer(c: DhttpClient, idHex: string, atMs: number): void {
     c.receiveDatagram(encodeResponse(hexToId(idHex), serializeResponse(ok('x'))), origin, atMs);
   }
