@@ -14,13 +14,8 @@ export interface DhttpClientOptions {
   tcpPort: number;
   /** CSPRNG; default globalThis.crypto.getRandomValues. */
   randomBytes?: (n: number) => Uint8Array;
-  /** Wait for the first UDP answer while the origin's round trip is unknown. Default 1000 ms. */
+  /** Wait for the first UDP answer. Default 1000 ms. */
   initialTimeoutMs?: number;
-  /**
-   * Once answers have measured the origin's round trip, the wait is TCP's RTO from it (RFC 6298: smoothed RTT + 4 ×
-   * its variation), and never less than this. Default 100 ms.
-   */
-  minTimeoutMs?: number;
   /** Each resend waits this many times longer than the one before. Default 2. */
   backoffFactor?: number;
   /** Cap on one wait. Default 8000 ms. */

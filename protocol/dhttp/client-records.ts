@@ -30,11 +30,6 @@ export interface Origin {
   httpInFlight: Req | null;
   /** The server's address token for us (address-validation.ts), echoed in UDP requests; null: none yet. */
   token: string | null;
-  /**
-   * The round trip to it over UDP, smoothed as TCP's (RFC 6298), from the first answer to each request sent once
-   * (Karn: none from a request sent again); null: no sample yet. The resend timer of every UDP request to it.
-   */
-  rtt: { srtt: number; rttvar: number } | null;
 }
 
 export interface Req {
@@ -62,8 +57,6 @@ export interface Req {
   /** Its ID is registered with the IO layer (`expect-id`): it travels over DHTTP. */
   registered: boolean;
   resends: number;
-  /** Its first answer gave its origin a round-trip sample (`DhttpClient.sampleRtt`; one a request). */
-  rttSampled: boolean;
   sentAtMs: number;
   lastSendMs: number;
   deadline: number | null;

@@ -79,7 +79,6 @@ export class DhttpClient {
       tcpPort: options.tcpPort,
       randomBytes: options.randomBytes ?? defaultRandom,
       initialTimeoutMs: options.initialTimeoutMs ?? 1000,
-      minTimeoutMs: options.minTimeoutMs ?? 100,
       backoffFactor: options.backoffFactor ?? 2,
       maxTimeoutMs: options.maxTimeoutMs ?? 8000,
       maxResends: options.maxResends ?? 4,
@@ -151,7 +150,6 @@ export class DhttpClient {
       http,
       parts: { path: target.path, headers, body },
       tokenRetries: 0,
-      rttSampled: false,
       wire: { sent: 0, received: 0, overhead: datagramOverhead(target.host), replyMs: null },
       proof: null,
       tokenless: false,
@@ -261,7 +259,7 @@ export class DhttpClient {
       if (dtd === 'held') {
         this.sendDecision(req, decision, false);
         req.lastSendMs = nowMs;
-        req.deadline = nowMs + (channel === 'udp' ? this.timeoutFor(req) : this.opts.tcpTimeoutMs);
+        req.deadline = nowMs + (channel === 'udp' ? this.timeoutFor(req.resends) : this.opts.tcpTimeoutMs);
       }
       return true;
     }
@@ -356,7 +354,6 @@ export class DhttpClient {
     }
     if (req.load !== null && channelOf(req.phase) === 'udp' && msg.http[0] !== HTTP_FIRST_BYTE) {
       if (req.phase !== 'udp-streaming') {
-        this.sampleRtt(req, nowMs);
         this.moveTo(req, 'udp-streaming');
         req.deadline = null;
         req.origin.knowledge = 'dhttp';
@@ -376,7 +373,6 @@ export class DhttpClient {
       return;
     }
     req.origin.knowledge = 'dhttp';
-    if (channelOf(req.phase) === 'udp') this.sampleRtt(req, nowMs);
     this.takeToken(req, response, nowMs);
     if (req.load !== null) this.countReceived(req, data, nowMs);
     const retry = retryAsked(response);
@@ -562,7 +558,7 @@ export class DhttpClient {
         this.stats.dtd.decisionResends++;
         this.events.push({ type: 'dtd-decision-resend', requestId: req.idHex, attempt: req.resends });
         this.sendDecision(req, 'proceed', true);
-        req.deadline = nowMs + this.timeoutFor(req);
+        req.deadline = nowMs + this.timeoutFor(req.resends);
       } else if ((req.phase === 'udp' || req.phase === 'udp-streaming') && req.inbound === null) {
         this.udpTimeout(req, nowMs);
       } else {
@@ -581,46 +577,8 @@ export class DhttpClient {
   // ------------------------------------------------------------------------------------------
   // UDP
 
-  /** How long `req` waits for an answer to its latest UDP send: the origin's RTO (or the initial wait), backed off. */
-  private timeoutFor(req: Req): number {
-    return Math.min(this.firstWait(req) * Math.pow(this.opts.backoffFactor, req.resends), this.opts.maxTimeoutMs);
-  }
-
-  /**
-   * The wait before a first resend. Before any answer from the origin, `initialTimeoutMs`; after, its RTO (RFC 6298),
-   * at least `minTimeoutMs`: a path slowed by a queue (a page's own stream filling a 10,000 B/s link, where small
-   * answers took 200–480 ms behind its frames) no longer draws resends the server did not need (each answered over a
-   * connection it opens, and counted as a loss), and a quiet fast one resends sooner than a first contact may. A
-   * stream's request never waits less than `initialTimeoutMs`: its first answer comes after the page is encoded.
-   */
-  private firstWait(req: Req): number {
-    const rtt = req.origin.rtt;
-    if (rtt === null) return this.opts.initialTimeoutMs;
-    const rto = Math.max(this.opts.minTimeoutMs, rtt.srtt + 4 * rtt.rttvar);
-    return req.load !== null ? Math.max(this.opts.initialTimeoutMs, rto) : rto;
-  }
-
-  /**
-   * The first answer datagram to a request sent once (Karn's rule: not to one sent again, resent or with a token,
-   * whose answer could be to either send) is a round-trip sample for its origin (RFC 6298 2.2–2.3). Every request
-   * to the origin still waiting on UDP then waits by the new estimate, from its latest send (as QUIC re-arms its
-   * probe timeout on a new RTT).
-   */
-  private sampleRtt(req: Req, nowMs: number): void {
-    if (req.resends > 0 || req.tokenRetries > 0 || req.rttSampled) return;
-    req.rttSampled = true;
-    const r = Math.max(0, nowMs - req.lastSendMs);
-    const o = req.origin;
-    if (o.rtt === null) o.rtt = { srtt: r, rttvar: r / 2 };
-    else {
-      o.rtt.rttvar = 0.75 * o.rtt.rttvar + 0.25 * Math.abs(o.rtt.srtt - r);
-      o.rtt.srtt = 0.875 * o.rtt.srtt + 0.125 * r;
-    }
-    for (const other of this.reqs.values()) {
-      if (other.origin === o && other.phase === 'udp' && other.inbound === null && other.deadline !== null) {
-        other.deadline = other.lastSendMs + this.timeoutFor(other);
-      }
-    }
+  private timeoutFor(resends: number): number {
+    return Math.min(this.opts.initialTimeoutMs * Math.pow(this.opts.backoffFactor, resends), this.opts.maxTimeoutMs);
   }
 
 
@@ -657,7 +615,7 @@ export class DhttpClient {
   private sendUdp(req: Req, nowMs: number, resend = req.resends > 0): void {
     req.lastSendMs = nowMs;
     req.tokenless = req.origin.token === null;
-    req.deadline = nowMs + this.timeoutFor(req);
+    req.deadline = nowMs + this.timeoutFor(req.resends);
     const stream = req.load !== null;
     const data = encodeRequest({ id: req.id, otherPort: this.opts.tcpPort, resend, http: requestDatagramHttp(req, stream ? STREAM_REQUEST_BYTES : MIN_UNPROVEN_REQUEST_BYTES) });
     this.sendDatagram(req, data);
@@ -991,7 +949,7 @@ export class DhttpClient {
     const key = `${target.host}:${target.port}`;
     let origin = this.origins.get(key);
     if (origin === undefined) {
-      origin = { key, host: target.host, port: target.port, knowledge: 'unknown', dhttpConn: null, httpConn: null, httpQueue: [], httpInFlight: null, token: null, rtt: null };
+      origin = { key, host: target.host, port: target.port, knowledge: 'unknown', dhttpConn: null, httpConn: null, httpQueue: [], httpInFlight: null, token: null };
       this.origins.set(key, origin);
     }
     return origin;

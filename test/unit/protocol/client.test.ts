@@ -4,7 +4,7 @@ import { DhttpError } from '../../../protocol/dhttp/errors';
 import { getHeader, serializeResponse } from '../../../protocol/dhttp/http1';
 import { decodeRequest, encodeResponse, idToHex, hexToId } from '../../../protocol/dhttp/wire';
 import { DhttpClient } from '../../../protocol/dhttp/client';
-import { Pipe, SERVER, drainClient, ok, type ServerRequest } from './helpers/pipe';
+import { Pipe, ok, type ServerRequest } from './helpers/pipe';
 import { sha256 } from '../../helpers/catp-util';
 
 const td = new TextDecoder();
@@ -43,8 +43,7 @@ function knownOrigin(p: Pipe): void {
 
 test('resends carry the resend flag with exact exponential back-off, then DHTTP_ERR_TIMEOUT', () => {
   let silent = false;
-  // (the origin's RTO here, 60 ms from its 20 ms round trip, is below minTimeoutMs: the first wait is that)
-  const p = new Pipe({ client: { minTimeoutMs: 1000 }, handler: () => (silent ? { kind: 'silent' } : { kind: 'respond', response: ok('x') }) });
+  const p = new Pipe({ handler: () => (silent ? { kind: 'silent' } : { kind: 'respond', response: ok('x') }) });
   knownOrigin(p); // an origin that answered before does not fall back
   silent = true;
   const t0 = p.now;
@@ -67,7 +66,7 @@ test('resends carry the resend flag with exact exponential back-off, then DHTTP_
 test('the resend count is bounded by maxResends and the back-off by maxTimeoutMs', () => {
   let silent = false;
   const p = new Pipe({
-    client: { maxResends: 2, initialTimeoutMs: 300, minTimeoutMs: 300, backoffFactor: 3, maxTimeoutMs: 1000 },
+    client: { maxResends: 2, initialTimeoutMs: 300, backoffFactor: 3, maxTimeoutMs: 1000 },
     handler: () => (silent ? { kind: 'silent' } : { kind: 'respond', response: ok('x') }),
   });
   knownOrigin(p);
@@ -78,78 +77,6 @@ test('the resend count is bounded by maxResends and the back-off by maxTimeoutMs
   expect(p.datagramsSent().map((d) => d.atMs - t0)).toEqual([0, 300, 1200]);
   expect(p.now - t0).toBe(2200);
   expect(p.eventsOf('request-failed')).toHaveLength(1);
-});
-
-describe("the resend timer follows the origin's round trip (RFC 6298)", () => {
-  const origin = { host: SERVER.host, port: SERVER.port };
-  function answer(c: DhttpClient, idHex: string, atMs: number): void {
-    c.receiveDatagram(encodeResponse(hexToId(idHex), serializeResponse(ok('x'))), origin, atMs);
-  }
-  /** The client's datagrams from `drainClient`, each with whether it is a resend. */
-  function sent(c: DhttpClient): { id: string; resend: boolean }[] {
-    return drainClient(c)
-      .actions.filter((a) => a.type === 'send-datagram')
-      .map((a) => decodeRequest((a as { data: Uint8Array }).data))
-      .map((d) => ({ id: idToHex(d.id), resend: d.resend }));
-  }
-  /** Run the client's timers from `from` to `to` (ms), delivering `answers` (ID -> time) on the way. */
-  function runUntil(c: DhttpClient, from: number, to: number, answers: Map<string, number>, out: { id: string; resend: boolean; atMs: number }[]): void {
-    for (let t = from; t <= to; t++) {
-      for (const [id, at] of answers) if (at === t) answer(c, id, t);
-      const due = c.nextTimerAt();
-      if (due !== null && due <= t) c.handleTimer(t);
-      for (const d of sent(c)) out.push({ ...d, atMs: t });
-    }
-  }
-
-  test('before any answer the initial wait; after, the smoothed RTT + 4 x its variation, at least minTimeoutMs', () => {
-    const p = new Pipe({ client: { minTimeoutMs: 10 }, handler: (r) => (r.request.target.startsWith('/lost') ? { kind: 'silent' } : { kind: 'respond', response: ok('x') }) });
-    knownOrigin(p); // one answer after 20 ms: srtt 20, rttvar 10, RTO 60
-    const sendsOf = (id: string, t0: number): number[] => p.datagramsSent().filter((d) => idToHex(decodeRequest(d.data).id) === id).map((d) => d.atMs - t0);
-    let t0 = p.now;
-    const lost1 = p.request('/lost-1');
-    p.run(t0 + 200);
-    expect(sendsOf(lost1, t0)).toEqual([0, 60, 180]); // 60, then backed off x2
-    p.request('/b'); // a second answer after 20 ms: rttvar 7.5, RTO 50
-    p.run(p.now + 100);
-    t0 = p.now;
-    const lost2 = p.request('/lost-2');
-    p.run(t0 + 100);
-    expect(sendsOf(lost2, t0)).toEqual([0, 50]);
-  });
-
-  test('answers slowed by a queue lengthen the wait of requests already sent: no resend they did not need', () => {
-    // A page's own stream filling a 10,000 B/s link: an image's small answer took 200-480 ms behind its frames.
-    const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, initialTimeoutMs: 300 });
-    const first = c.request({ url: 'dhttp://10.0.0.1:8080/page' }, 0);
-    sent(c);
-    answer(c, first, 130); // srtt 130, rttvar 65: RTO 390
-    const imgs = [0, 1, 2, 3, 4].map((i) => c.request({ url: `dhttp://10.0.0.1:8080/img${i}` }, 200));
-    const out: { id: string; resend: boolean; atMs: number }[] = [];
-    sent(c);
-    const answers = new Map(imgs.map((id, i) => [id, [400, 520, 540, 660, 680][i]]));
-    runUntil(c, 200, 1000, answers, out);
-    expect(out).toEqual([]); // with a fixed 300 ms wait, the last four would have gone again at 500
-    expect(c.counters().resends).toBe(0);
-    expect(c.outstanding).toBe(0);
-  });
-
-  test('an answer to a request sent again is no sample (Karn), and a lost request then waits by the estimate before it', () => {
-    const c = new DhttpClient({ udpPort: 40000, tcpPort: 40001, initialTimeoutMs: 300, minTimeoutMs: 10 });
-    const first = c.request({ url: 'dhttp://10.0.0.1:8080/a' }, 0);
-    sent(c);
-    answer(c, first, 20); // RTO 60
-    const slow = c.request({ url: 'dhttp://10.0.0.1:8080/slow' }, 100);
-    const out: { id: string; resend: boolean; atMs: number }[] = [];
-    sent(c);
-    runUntil(c, 100, 999, new Map([[slow, 900]]), out);
-    // resent at 160, 280 and 520 (60 ms backed off), answered at 900: an answer to any of the four sends
-    expect(out).toEqual([160, 280, 520].map((atMs) => ({ id: slow, resend: true, atMs })));
-    const lost = c.request({ url: 'dhttp://10.0.0.1:8080/lost' }, 1000);
-    sent(c);
-    runUntil(c, 1000, 1100, new Map(), out);
-    expect(out.slice(3)).toEqual([{ id: lost, resend: true, atMs: 1060 }]);
-  });
 });
 
 test('a resend answered after the original: first answer wins, the late one is dropped and counted', () => {
