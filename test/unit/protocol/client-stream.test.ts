@@ -4,7 +4,7 @@ import { serializeResponse } from '../../../protocol/dhttp/http1';
 import { DhttpClient } from '../../../protocol/dhttp/client';
 import type { ClientAction, ClientEvent } from '../../../protocol/dhttp/client-api';
 import { decodePadding, decodeRequest, encodePadding, encodeResponse, hexToId, idToHex, isPaddingDatagram, isRequestCopy } from '../../../protocol/dhttp/wire';
-import { datagramOverhead, FIRST_CONTACT_STEP_BYTES, MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_WIRE_BYTES, STREAM_REQUEST_BYTES } from '../../../protocol/dhttp/address-validation';
+import { datagramOverhead, FIRST_CONTACT_STEP_BYTES, MIN_UNPROVEN_REQUEST_BYTES, STREAM_FIRST_CONTACT_WIRE_BYTES, STREAM_REQUEST_BYTES, TOKEN_ANSWER_BYTES } from '../../../protocol/dhttp/address-validation';
 import { decodeReport } from '../../../protocol/catp';
 import { sha256 } from '../../helpers/catp-util';
 import { drainClient as drain } from './helpers/pipe';
@@ -145,8 +145,13 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(resent.map(kind)).toEqual(['request', ...Array<string>(12).fill('padding')]);
     expect(wire(resent)).toBe(STREAM_FIRST_CONTACT_WIRE_BYTES);
     expect(decodeRequest(resent[0]!).resend).toBe(true);
+    // another request while the stream waits for its token: it pays only for a token answer of its own
     c.request({ url: 'dhttp://127.0.0.1:8080/small.txt' }, 0);
-    expect(sizes(c)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, 'request']]); // a full datagram: any one-datagram answer fits it
+    expect(sizes(c)).toEqual([[TOKEN_ANSWER_BYTES, 'request']]);
+    // alone, a request that is not a stream: a full datagram, so any one-datagram answer fits it
+    const alone = client();
+    alone.request({ url: 'dhttp://127.0.0.1:8080/small.txt' }, 0);
+    expect(sizes(alone)).toEqual([[MIN_UNPROVEN_REQUEST_BYTES, 'request']]);
     expect(MIN_UNPROVEN_REQUEST_BYTES).toBe(1460);
     c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 5);
     const proof = sent(c);
@@ -227,6 +232,46 @@ describe("first contact: a stream's first flight comes unproven (address validat
     c.receiveDatagram(encodeResponse(hexToId(other), withToken), SERVER, 260);
     expect(sentRequests(drain(c).actions)).toEqual([]);
     expect(c.counters().proofsOnToken).toBe(1);
+  });
+
+  test("the stream's token answer lost: the page's sub-resources, asked meanwhile, pay only for a token answer each (not a full datagram apiece on the uplink the stream's reports share), and go again with the token the first 421 brings", () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c);
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
+    drain(c);
+    const imgs = ['a', 'b', 'c', 'd'].map((n, i) => c.request({ url: `dhttp://127.0.0.1:8080/${n}.png` }, 120 + i));
+    const first = drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram');
+    expect(first.map((a) => [idToHex(decodeRequest(a.data).id), a.data.length])).toEqual(imgs.map((i) => [i, TOKEN_ANSWER_BYTES]));
+    // the server had no budget for the first image's answer: its 421 brings the token; that image goes again with it
+    c.receiveDatagram(tokenAnswer(imgs[0]!, '1.abc.DDDDDDDDDDDDDDDDDDDDDD'), SERVER, 200);
+    const again = drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data))
+      .map((a) => decodeRequest(a.data));
+    const byId = new Map(again.map((r) => [idToHex(r.id), new TextDecoder().decode(r.http)]));
+    expect(byId.get(imgs[0]!)).toMatch(/Catp-Token: 1\.abc\.D{22}/);
+    expect(byId.get(id)).toMatch(/Catp-Token: 1\.abc\.D{22}/); // and the stream's proof, at once
+    expect(again.every((r) => !r.resend)).toBe(true);
+    // the others' 421s (or their answers) follow; a resend after the token is small too, with the token
+    c.receiveDatagram(encodeResponse(hexToId(imgs[1]!), okWithToken('1.abc.DDDDDDDDDDDDDDDDDDDDDD', new Uint8Array([1]))), SERVER, 210);
+    c.receiveDatagram(tokenAnswer(imgs[2]!, '1.abc.DDDDDDDDDDDDDDDDDDDDDD'), SERVER, 211);
+    const { events } = drain(c);
+    expect(events.some((e) => e.type === 'response' && e.requestId === imgs[1])).toBe(true);
+    const resent = runTimers(c, 212, 2000).requests.filter((r) => /\.png/.test(r));
+    expect(resent.length).toBeGreaterThan(0);
+    for (const r of resent) expect(r).toMatch(/Catp-Token: 1\.abc\.D{22}/);
+  });
+
+  test('two requests to an origin with no token and no stream: the first pays for any one-datagram answer, the second for a token answer', () => {
+    const c = client();
+    const a = c.request({ url: 'dhttp://127.0.0.1:8080/a.txt' }, 0);
+    const b = c.request({ url: 'dhttp://127.0.0.1:8080/b.txt' }, 0);
+    const sent = drain(c).actions.filter((x): x is Extract<ClientAction, { type: 'send-datagram' }> => x.type === 'send-datagram');
+    expect(sent.map((x) => [idToHex(decodeRequest(x.data).id), x.data.length])).toEqual([[a, MIN_UNPROVEN_REQUEST_BYTES], [b, TOKEN_ANSWER_BYTES]]);
+    // once the first is answered (with a token), nothing is in flight without one: a later request carries the token
+    c.receiveDatagram(encodeResponse(hexToId(a), okWithToken('1.abc.EEEEEEEEEEEEEEEEEEEEEE', new Uint8Array([1]))), SERVER, 50);
+    drain(c);
+    c.request({ url: 'dhttp://127.0.0.1:8080/c.txt' }, 60);
+    expect(sentRequests(drain(c).actions)[0]).toMatch(/Catp-Token: 1\.abc\.E{22}/);
   });
 
   test('a stream sent with the token never gets a proof from another answer', () => {
