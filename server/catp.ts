@@ -115,6 +115,9 @@ export const DEFAULT_CATP_OPTIONS = Object.freeze({
 
 export const MIN_CATP_RATE = 1000;
 
+/** How long an ended session's round trip stands for its address (`CatpSessions.pathRttMs`): a page's late requests. */
+const ENDED_RTT_MEMORY_MS = 10_000;
+
 export interface CatpCounters extends EncoderCounters {
   /** Sessions started. */
   catpSessions: number;
@@ -499,6 +502,8 @@ export class CatpSessions {
   /** Sessions waiting for proof now. */
   private unprovenCount = 0;
   private readonly completed: RecentSet;
+  /** The round trip each address's latest ended session measured, and when it ended (Map order: oldest first). */
+  private readonly endedRtt = new Map<string, { rttMs: number; at: number }>();
   private readonly cache: EncodedPageCache;
   private readonly encoder: CatpEncoder;
   private onceSeq = 0;
@@ -874,10 +879,31 @@ export class CatpSessions {
     }
   }
 
+  /**
+   * The round trip to `address` as its streams measured it (ms): the largest of its live sessions', else its latest
+   * ended session's within `ENDED_RTT_MEMORY_MS`; null when none has measured one. (The channel choice's early resends.)
+   */
+  pathRttMs(address: string): number | null {
+    let rtt: number | null = null;
+    for (const s of this.sessions.values()) {
+      const r = s.address === address ? s.sender.pathRttMs : null;
+      if (r !== null && (rtt === null || r > rtt)) rtt = r;
+    }
+    if (rtt !== null) return rtt;
+    const ended = this.endedRtt.get(address);
+    return ended !== undefined && this.now() - ended.at < ENDED_RTT_MEMORY_MS ? ended.rttMs : null;
+  }
+
   /** Remove a session; `count`: as completed or given up (an unproven one that expired is counted apart). */
   private end(s: Session, count = true): void {
     if (this.sessions.get(s.key) !== s) return;
     this.sessions.delete(s.key);
+    const rtt = s.sender.pathRttMs;
+    if (rtt !== null) {
+      this.endedRtt.delete(s.address);
+      if (this.endedRtt.size >= this.opts.completedMemory) this.endedRtt.delete(this.endedRtt.keys().next().value as string);
+      this.endedRtt.set(s.address, { rttMs: rtt, at: this.now() });
+    }
     this.heap.remove(s);
     this.releaseMemory(s);
     if (s.unprovenUntil !== null) this.unprovenCount--;

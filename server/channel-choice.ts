@@ -15,6 +15,14 @@
 //   A ring of the last 10,000 (client address, request ID) pairs answered over TCP: a resend naming one of
 //   them is ignored, TCP already delivers that answer reliably.
 //
+// Early resends (our addition): a resend that reaches the server sooner after its UDP answer left than the path's
+// round trip to that client (as the server last measured it: a CATP stream's reports) was sent before the answer
+// could have arrived. It says the client's timer is shorter than the path's queue, not that the answer was lost: it
+// is not counted in `resent`, and is answered as a request without the resend flag (over UDP, in low-loss mode),
+// in case it was lost after all. On a slow link a page's own stream queues its small answers past the client's
+// fixed resend timer; counted, each such resend put the client's prefix in high-loss mode, and every small answer
+// after it went over a connection the server opens, a handshake through that same queue (docs: session 66).
+//
 // Per client prefix (our addition; the paper keeps one pair of counters for the whole server): the mode is
 // decided from the counters of the requester's prefix (IPv4 /24, IPv6 /48), kept for the most recent
 // `maxPeers` prefixes. One client's resend flags (a lossy path, or an attacker sending nothing but resends)
@@ -114,6 +122,8 @@ export interface ChannelCounters {
   resentTotal: number;
   /** Resends of requests the server was still answering (not counted in `resent`). */
   resentUnanswered: number;
+  /** Resends that came sooner after their UDP answer left than the path's round trip (not counted in `resent`). */
+  resentEarly: number;
   ignoredResends: number;
   highLossMode: boolean;
   /** client prefixes in high-loss mode now, and prefixes tracked */
@@ -167,8 +177,11 @@ export class ChannelChooser {
   private freshTotal = 0;
   private resentTotal = 0;
   private resentUnanswered = 0;
+  private resentEarly = 0;
   private ignored = 0;
   private readonly ring: RecentKeyRing;
+  /** When the last UDP answer to each recent (client, ID) left; Map order = oldest first, at most `ringSize`. */
+  private readonly answeredUdpAt = new Map<string, number>();
 
   constructor(options: Partial<ChannelOptions> | undefined, private readonly deps: ChannelDeps) {
     const o: ChannelOptions = { ...DEFAULT_CHANNEL_OPTIONS };
@@ -207,18 +220,27 @@ export class ChannelChooser {
    * timer ran out before the server answered, not that the path lost anything, and it is not counted: a slow
    * first encode of a large page would otherwise put the client's whole prefix in high-loss mode (traced in
    * the lab, where the warm-up's resend sent every small answer of the next loads over TCP, loss or not).
+   * `pathRttMs`: the round trip to this client as the server last measured it (null: not measured); a resend that
+   * came sooner than that after its UDP answer left is 'early' (see the top of this file): not counted, and to be
+   * answered as a request without the resend flag.
    */
-  admit(clientAddress: string, idHex: string, resend: boolean, unanswered = false): 'process' | 'ignore' {
+  admit(clientAddress: string, idHex: string, resend: boolean, unanswered = false, pathRttMs: number | null = null): 'process' | 'ignore' | 'early' {
     if (!resend) return 'process';
-    if (unanswered && !this.ring.has(globalRequestKey(clientAddress, idHex))) {
+    const key = globalRequestKey(clientAddress, idHex);
+    if (unanswered && !this.ring.has(key)) {
       this.resentUnanswered += 1;
       return 'process';
+    }
+    const answeredAt = this.answeredUdpAt.get(key);
+    if (answeredAt !== undefined && pathRttMs !== null && this.deps.now() - answeredAt < pathRttMs && !this.ring.has(key)) {
+      this.resentEarly += 1;
+      return 'early';
     }
     this.decay();
     this.all.resent += 1;
     this.peer(clientAddress).resent += 1;
     this.resentTotal += 1;
-    if (this.ring.has(globalRequestKey(clientAddress, idHex))) {
+    if (this.ring.has(key)) {
       this.ignored += 1;
       return 'ignore';
     }
@@ -245,6 +267,17 @@ export class ChannelChooser {
     this.all.fresh += 1;
     if (clientAddress !== undefined) this.peer(clientAddress).fresh += 1;
     this.freshTotal += 1;
+  }
+
+  /**
+   * Records when a full answer to (client, ID) left over UDP (an early resend is measured from the latest); the
+   * oldest of `ringSize` entries is forgotten first.
+   */
+  answeredUdp(clientAddress: string, idHex: string): void {
+    const key = globalRequestKey(clientAddress, idHex);
+    this.answeredUdpAt.delete(key);
+    if (this.answeredUdpAt.size >= this.options.ringSize) this.answeredUdpAt.delete(this.answeredUdpAt.keys().next().value as string);
+    this.answeredUdpAt.set(key, this.deps.now());
   }
 
   /** Records a response that was actually written to a TCP connection for a UDP request. */
@@ -285,6 +318,7 @@ export class ChannelChooser {
       freshTotal: this.freshTotal,
       resentTotal: this.resentTotal,
       resentUnanswered: this.resentUnanswered,
+      resentEarly: this.resentEarly,
       ignoredResends: this.ignored,
       highLossMode,
       highLossPeers,

@@ -347,12 +347,15 @@ class Server implements DhttpServer {
     const client = rinfo.address;
     if (dreq.resend) this.c.resentRequests++;
     const requestKey = `${client}|${idHex}`;
-    if (this.chooser.admit(client, idHex, dreq.resend, this.unanswered.has(requestKey)) === 'ignore') {
+    const admitted = this.chooser.admit(client, idHex, dreq.resend, this.unanswered.has(requestKey), dreq.resend ? this.catp.pathRttMs(client) : null);
+    if (admitted === 'ignore') {
       this.c.ignoredResends++;
       return;
     }
     const id = dreq.id;
     const resend = dreq.resend;
+    // Sent before our answer could have reached the client (channel-choice.ts): answered as if it were not a resend.
+    const early = admitted === 'early';
     const otherPort = dreq.otherPort;
 
     if (!SAFE_METHODS.has(req.method)) {
@@ -395,7 +398,7 @@ class Server implements DhttpServer {
     // DTD: a repeat of a request whose body is held gets the announcement again (it was lost).
     const held = this.dtd.reannouncement(requestKey);
     if (held !== undefined) {
-      this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, true);
+      this.sendAnswer(held.res, 'GET', id, idHex, rinfo, otherPort, resend, true, early);
       return;
     }
     const dtdMode = mode === null ? this.dtd.mode(req.headers) : null;
@@ -482,7 +485,7 @@ class Server implements DhttpServer {
           }
           // One datagram: no announcement; the digest rides in the answer.
         }
-        this.sendAnswer(res, req.method, id, idHex, rinfo, otherPort, resend, proven);
+        this.sendAnswer(res, req.method, id, idHex, rinfo, otherPort, resend, proven, early);
       })
       .catch(() => {
         this.c.internalErrors++;
@@ -500,19 +503,23 @@ class Server implements DhttpServer {
   /**
    * A full response (or an announcement) on the channel the chooser picks. To an unproven address (`proven`
    * false: the request had no valid token) it carries a token, and it goes only if it fits the address's budget
-   * (what it sent) over UDP; else the answer is "ask again with this token" (address-validation.ts).
+   * (what it sent) over UDP; else the answer is "ask again with this token" (address-validation.ts). `early`: a
+   * resend sent before our earlier answer could have arrived: its channel is chosen as a fresh request's.
    */
-  private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean, proven: boolean): void {
+  private sendAnswer(res: HttpResponse, method: string, id: Uint8Array, idHex: string, rinfo: dgram.RemoteInfo, otherPort: number, resend: boolean, proven: boolean, early = false): void {
     const withToken = proven ? res : { ...res, headers: [...res.headers, [TOKEN_HEADER, this.tokens.issue(rinfo.address, this.now())] as [string, string]] };
     const http = serializeResponse(withToken, { head: method === 'HEAD' });
-    const decision = this.chooser.choose(ID_BYTES + http.length, resend, rinfo.address);
+    const decision = this.chooser.choose(ID_BYTES + http.length, resend && !early, rinfo.address);
     const bytes = encodeResponse(id, http);
     if (!proven && (decision.channel === 'tcp' || !this.budget.allows(rinfo.address, bytes.length))) {
       this.refuseUnproven(id, rinfo, resend);
       return;
     }
     this.dtd.countPayload(res, method);
-    if (decision.channel === 'udp') this.sendUdp(bytes, rinfo, resend, proven);
+    if (decision.channel === 'udp') {
+      this.chooser.answeredUdp(rinfo.address, idHex);
+      this.sendUdp(bytes, rinfo, resend, proven);
+    }
     else if (this.outbound.send(rinfo.address, otherPort, idHex, bytes) === 'over-budget') this.retryOverBudget(id, rinfo, resend, proven);
   }
 

@@ -588,6 +588,11 @@ export class RepairSender {
     return this.done || this.error !== null;
   }
 
+  /** The path's round trip as last measured (the larger of the smoothed and the latest sample), ms; null before any. */
+  get pathRttMs(): number | null {
+    return this.srtt === null ? null : Math.max(this.srtt, this.latestRtt);
+  }
+
   /**
    * A round trip measured before the first report (a server's address validation: its token answer out, the
    * client's proof back, `rttMs` apart). Startup paces the initial window over it (RateController.seedRtt);

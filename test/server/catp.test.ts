@@ -124,6 +124,8 @@ interface FetchOptions {
   loseFirstFlight?: boolean;
   /** An Accept-Encoding header (in-order streams may then come brotli-coded; the assembler gets the codec). */
   acceptEncoding?: string;
+  /** Hold each report this long before sending it (a long path back to the server: its RTT samples grow by as much). */
+  reportDelayMs?: number;
 }
 
 interface FetchResult {
@@ -309,7 +311,11 @@ class CatpClient {
       const pump = () => {
         const now = performance.now();
         asm.handleTimer(now);
-        for (let rep = asm.nextReport(now); rep !== null; rep = asm.nextReport(now)) void this.send(rep).catch(() => undefined);
+        for (let rep = asm.nextReport(now); rep !== null; rep = asm.nextReport(now)) {
+          const r = rep;
+          if (opts.reportDelayMs === undefined) void this.send(r).catch(() => undefined);
+          else setTimeout(() => void this.send(r).catch(() => undefined), opts.reportDelayMs);
+        }
         for (let ev = asm.nextEvent(); ev !== null; ev = asm.nextEvent()) {
           if (ev.type === 'prefix-extended') parts.push(Buffer.from(ev.bytes));
           else if (ev.type === 'index-piece' || ev.type === 'block-filled') {
@@ -1125,13 +1131,54 @@ describe('encoding a page off the server thread', () => {
       // a small answer to the same client goes over UDP (in high-loss mode, 99 of 100 would go over TCP)
       const small = await c1.request('/small.html', []);
       expect((await c1.normalResponse(small)).status).toBe(200);
-      // a resend of a request already answered is a loss, as before
-      await c1.request('/small.html', [], { id: small, resend: true });
-      await waitFor(() => server.counters().channel.resent === 1, 'the resend counted');
+      // A resend of a request already answered is a loss, as before, once it comes later than the path's round trip
+      // after the answer (the session's samples on this busy loopback: ~170 ms); one sooner is early and answered
+      // again. Resent as a client backs off, until one counts.
+      for (let wait = 100, sent = 1; server.counters().channel.resent === 0 && wait <= 6400; wait *= 2) {
+        await sleep(wait);
+        await c1.request('/small.html', [], { id: small, resend: true });
+        sent++;
+        await waitFor(() => server.counters().resentRequests === sent, 'the resend seen');
+      }
+      expect(server.counters().channel.resent).toBe(1);
       expect(server.counters().channel.highLossMode).toBe(true);
     } finally {
       c1.close();
       await server.close();
     }
   }, 180_000);
+});
+
+describe("a small answer's resend that comes sooner than the path's round trip (channel-choice.ts: early resends)", () => {
+  test('is answered over UDP again and not counted as a loss; the path round trip is what the stream measured', async () => {
+    const server = await startServer({ root, rng: seededRng(13) });
+    const c1 = await new CatpClient(server).start();
+    try {
+      // A stream whose reports come back 400 ms late: the server measures a round trip of at least that.
+      const r = await c1.fetch(`/${pages[0].name}`, { reportDelayMs: 400 });
+      expect(r.html).toBe(expectedTree(pages[0].bytes));
+      const small = await c1.request('/small.html', []);
+      expect((await c1.normalResponse(small)).status).toBe(200);
+      const answers = () => c1.responses.filter((d) => idToHex(d.subarray(0, 8)) === idToHex(small)).length;
+      // Resent right away, as a client whose timer is shorter than the path's queue: the answer comes again by UDP.
+      await c1.request('/small.html', [], { id: small, resend: true });
+      await waitFor(() => answers() === 2, 'the answer again, over UDP');
+      let c = server.counters();
+      expect(c.channel.resentEarly).toBe(1);
+      expect(c.channel.resent).toBe(0);
+      expect(c.channel.highLossMode).toBe(false);
+      expect(c.tcpConnectsOpened).toBe(0);
+      // Later than the round trip after the latest answer: a loss, as the DHTTP paper counts it, answered over TCP.
+      await sleep(1500);
+      await c1.request('/small.html', [], { id: small, resend: true });
+      await waitFor(() => server.counters().channel.resent === 1, 'the resend counted');
+      await waitFor(() => server.counters().tcpConnectsOpened === 1, 'the answer over a connection the server opens');
+      c = server.counters();
+      expect(c.channel.resentEarly).toBe(1);
+      expect(c.channel.highLossMode).toBe(true);
+    } finally {
+      c1.close();
+      await server.close();
+    }
+  }, 30_000);
 });

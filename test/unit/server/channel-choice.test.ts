@@ -152,6 +152,52 @@ describe('channel choice (DHTTP III-C)', () => {
     expect(chooser.highLossModeFor('10.0.0.1')).toBe(true);
   });
 
+  test('a resend sooner after its UDP answer than the path round trip is early: not a loss, answered as fresh', () => {
+    const { chooser, clock } = make();
+    clock.t = 1000;
+    chooser.sentUdp(false, '10.0.0.1');
+    chooser.answeredUdp('10.0.0.1', 'abc');
+    clock.t = 1300; // the client's 300 ms timer, on a path whose queue holds answers 450 ms
+    expect(chooser.admit('10.0.0.1', 'abc', true, false, 450)).toBe('early');
+    expect(chooser.highLossModeFor('10.0.0.1')).toBe(false);
+    let c = chooser.counters();
+    expect(c.resent).toBe(0);
+    expect(c.resentEarly).toBe(1);
+    expect(chooser.choose(300, false, '10.0.0.1')).toEqual({ channel: 'udp', reason: 'low-loss' });
+    // answered again at 1300: the next resend is measured from there
+    chooser.answeredUdp('10.0.0.1', 'abc');
+    clock.t = 1700;
+    expect(chooser.admit('10.0.0.1', 'abc', true, false, 450)).toBe('early');
+    clock.t = 2400; // 1,100 ms after the latest answer: the path could have carried it and the resend both
+    expect(chooser.admit('10.0.0.1', 'abc', true, false, 450)).toBe('process');
+    c = chooser.counters();
+    expect(c.resent).toBe(1);
+    expect(c.resentEarly).toBe(2);
+    expect(chooser.highLossModeFor('10.0.0.1')).toBe(true);
+  });
+
+  test('without a measured round trip, an unknown answer, or an answer over TCP, a resend counts as today', () => {
+    const { chooser, clock } = make();
+    chooser.answeredUdp('10.0.0.1', 'abc');
+    clock.t = 10;
+    expect(chooser.admit('10.0.0.1', 'abc', true, false, null)).toBe('process'); // no round trip measured
+    expect(chooser.admit('10.0.0.1', 'other', true, false, 450)).toBe('process'); // no UDP answer recorded
+    expect(chooser.admit('10.0.0.2', 'abc', true, false, 450)).toBe('process'); // another client, same ID
+    chooser.sentTcp('10.0.0.1', 'abc');
+    expect(chooser.admit('10.0.0.1', 'abc', true, false, 450)).toBe('ignore'); // TCP carries it
+    const c = chooser.counters();
+    expect(c.resentEarly).toBe(0);
+    expect(c.resent).toBe(4);
+  });
+
+  test('the UDP answer times are bounded by ringSize, the oldest forgotten first', () => {
+    const { chooser } = make({ ringSize: 3 });
+    for (const id of ['a', 'b', 'c', 'd']) chooser.answeredUdp('10.0.0.1', id);
+    expect(chooser.admit('10.0.0.1', 'a', true, false, 450)).toBe('process'); // forgotten
+    expect(chooser.admit('10.0.0.1', 'b', true, false, 450)).toBe('early');
+    expect(chooser.admit('10.0.0.1', 'd', true, false, 450)).toBe('early');
+  });
+
   test('the ring holds the last 10,000 pairs and evicts the oldest', () => {
     const { chooser } = make();
     for (let i = 0; i < 10_000; i++) chooser.sentTcp('::1', `id${i}`);
