@@ -20,7 +20,9 @@ const PROBE = `(() => {
 maybe('loading under loss', () => {
   let rig: Rig;
   beforeAll(async () => {
-    // random loss both ways, and for certain: the first copy of the 2nd and 3rd data frames of each page is lost
+    // random loss both ways, and for certain: the first copy of the 2nd and 3rd data frames of each page is lost.
+    // Index frames always pass: a lost one holds every block it places until its repair, by which time the lost data
+    // frames' repairs may have come too, and nothing is ever seen out of order (1 run in 4 failed so).
     const dropped = new Set<string>();
     const dataSeen = new Map<string, Set<number>>();
     rig = await startRig({
@@ -29,6 +31,7 @@ maybe('loading under loss', () => {
       rate: 20_000,
       delayMs: 60,
       drop: (direction, data) => {
+        if (direction === 'toClient' && data.length >= 32 && data[8] === 0xca && data[10] === 1) return false;
         if (direction !== "toClient" || data.length < 32 || data[8] !== 0xca || data[10] !== 2) return undefined;
         const page = data.subarray(12, 20).toString('hex');
         const key = `${page}:${data.readUInt32BE(20)}`;

@@ -134,7 +134,9 @@ test("a lost proof goes again with the client's reports, unasked: the page comes
     const client = host.counters().lanes[0].client;
     // the proof the token answer asked for was lost, and so was every later token answer: only the repeat proved it
     expect([proofs >= 2, client.retriesWithToken, client.proofRepeats >= 1]).toEqual([true, 1, true]);
-    expect(client.resends).toBe(0);
+    // No resend the proof needed: on a loaded machine the page's first encode can outlast the client's 300 ms timer,
+    // and that resend comes while the server is still answering (failed 2 runs in 3 with two cores busy).
+    expect(client.resends).toBe(own.counters().channel.resentUnanswered);
     expect(own.counters().catpProven).toBe(1);
   } finally {
     await relayed.close();
