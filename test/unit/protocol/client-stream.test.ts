@@ -109,13 +109,16 @@ test('a request that did not ask for a stream drops non-HTTP datagrams as malfor
 describe("first contact: a stream's first flight comes unproven (address validation)", () => {
   const tokenAnswer = (idHex: string, token: string): Uint8Array =>
     encodeResponse(hexToId(idHex), serializeResponse({ status: 421, reason: 'Misdirected Request', headers: [['DHTTP-Retry', 'token'], ['Catp-Token', token], ['Content-Length', '0']], body: new Uint8Array(0) }));
+  const datagrams = (actions: ClientAction[]) => actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram');
+  /** Datagrams that carry a request or a report: not a first contact's padding or request copy. */
+  const requestDatagrams = (actions: ClientAction[]) => datagrams(actions).filter((a) => !isPaddingDatagram(a.data) && !isRequestCopy(a.data));
   const sentRequests = (actions: ClientAction[]) =>
-    actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data)).map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
+    requestDatagrams(actions).map((a) => new TextDecoder().decode(decodeRequest(a.data).http))
       .filter((http) => /^[A-Z]+ /.test(http)); // requests, not the stream's reports
 
   test('a stream without a token: the request (padded to 160 bytes if shorter), then a padded copy of it and padding up to 4,652 bytes on the wire in quarter datagrams (a resend: padding); not a stream: padded to a full datagram; with a token the request alone', () => {
     const kind = (d: Uint8Array) => (isPaddingDatagram(d) ? 'padding' : isRequestCopy(d) ? 'copy' : 'request');
-    const sent = (c: DhttpClient) => drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram').map((a) => a.data);
+    const sent = (c: DhttpClient) => datagrams(drain(c).actions).map((a) => a.data);
     const sizes = (c: DhttpClient) => sent(c).map((d) => [d.length, kind(d)]);
     const c = client();
     const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
@@ -203,24 +206,29 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(c.counters().proofRepeats).toBe(8);
   });
 
+  /** A stream's first contact whose token answer was lost: its first flight (three frames) has come without it. */
+  const tokenAnswerLost = () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c);
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
+    drain(c);
+    return { c, id };
+  };
+
   /** A sub-resource's 200 carrying the origin's token (the server hands one to an unproven address). */
   const okWithToken = (token: string, body = new Uint8Array(0)) =>
     serializeResponse({ status: 200, reason: 'OK', headers: [['Content-Length', String(body.length)], ['Catp-Token', token]], body });
 
   test("the stream's token answer lost and the token learned from another answer (a sub-resource's): the stream's proof goes at once, once", () => {
-    const c = client();
-    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
-    drain(c);
-    // the first flight, without the token answer (lost)
-    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
-    drain(c);
+    const { c, id } = tokenAnswerLost();
     // the page's image, asked without a token, is answered with one (the server hands a token to an unproven address)
     const img = c.request({ url: 'dhttp://127.0.0.1:8080/logo.png' }, 120);
     expect(sentRequests(drain(c).actions)).toHaveLength(1);
     const withToken = okWithToken('1.abc.CCCCCCCCCCCCCCCCCCCCCC', new Uint8Array([1, 2]));
     c.receiveDatagram(encodeResponse(hexToId(img), withToken), SERVER, 200);
     const { actions, events } = drain(c);
-    const sent = actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data));
+    const sent = requestDatagrams(actions);
     const proofs = sent.filter((a) => idToHex(decodeRequest(a.data).id) === id && /^GET /.test(new TextDecoder().decode(decodeRequest(a.data).http)));
     expect(proofs).toHaveLength(1);
     expect(new TextDecoder().decode(decodeRequest(proofs[0]!.data).http)).toMatch(/Catp-Token: 1\.abc\.C{22}/);
@@ -235,18 +243,13 @@ describe("first contact: a stream's first flight comes unproven (address validat
   });
 
   test("the stream's token answer lost: the page's sub-resources, asked meanwhile, pay only for a token answer each (not a full datagram apiece on the uplink the stream's reports share), and go again with the token the first 421 brings", () => {
-    const c = client();
-    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
-    drain(c);
-    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 90 + 10 * k);
-    drain(c);
+    const { c, id } = tokenAnswerLost();
     const imgs = ['a', 'b', 'c', 'd'].map((n, i) => c.request({ url: `dhttp://127.0.0.1:8080/${n}.png` }, 120 + i));
-    const first = drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram');
+    const first = datagrams(drain(c).actions);
     expect(first.map((a) => [idToHex(decodeRequest(a.data).id), a.data.length])).toEqual(imgs.map((i) => [i, TOKEN_ANSWER_BYTES]));
     // the server had no budget for the first image's answer: its 421 brings the token; that image goes again with it
     c.receiveDatagram(tokenAnswer(imgs[0]!, '1.abc.DDDDDDDDDDDDDDDDDDDDDD'), SERVER, 200);
-    const again = drain(c).actions.filter((a): a is Extract<ClientAction, { type: 'send-datagram' }> => a.type === 'send-datagram' && !isPaddingDatagram(a.data) && !isRequestCopy(a.data))
-      .map((a) => decodeRequest(a.data));
+    const again = requestDatagrams(drain(c).actions).map((a) => decodeRequest(a.data));
     const byId = new Map(again.map((r) => [idToHex(r.id), new TextDecoder().decode(r.http)]));
     expect(byId.get(imgs[0]!)).toMatch(/Catp-Token: 1\.abc\.D{22}/);
     expect(byId.get(id)).toMatch(/Catp-Token: 1\.abc\.D{22}/); // and the stream's proof, at once
@@ -265,7 +268,7 @@ describe("first contact: a stream's first flight comes unproven (address validat
     const c = client();
     const a = c.request({ url: 'dhttp://127.0.0.1:8080/a.txt' }, 0);
     const b = c.request({ url: 'dhttp://127.0.0.1:8080/b.txt' }, 0);
-    const sent = drain(c).actions.filter((x): x is Extract<ClientAction, { type: 'send-datagram' }> => x.type === 'send-datagram');
+    const sent = datagrams(drain(c).actions);
     expect(sent.map((x) => [idToHex(decodeRequest(x.data).id), x.data.length])).toEqual([[a, MIN_UNPROVEN_REQUEST_BYTES], [b, TOKEN_ANSWER_BYTES]]);
     // once the first is answered (with a token), nothing is in flight without one: a later request carries the token
     c.receiveDatagram(encodeResponse(hexToId(a), okWithToken('1.abc.EEEEEEEEEEEEEEEEEEEEEE', new Uint8Array([1]))), SERVER, 50);
