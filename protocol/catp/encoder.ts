@@ -149,6 +149,12 @@ export interface FirstFlight {
    * 0: in document order; protocol/README.md, "The head's unpainted markup after the first text").
    */
   unpaintedHead?: number;
+  /**
+   * Largest payload of the frames of the page's first block of visible text (absent: `framePayload`; 0: as any other
+   * block's, a full frame). That block holds the text of the pieces after the one that introduces it; whole, it
+   * waited for the budget and held them back (protocol/README.md, "The first block of text in small frames").
+   */
+  firstBlockPayload?: number;
 }
 
 /**
@@ -439,6 +445,13 @@ function encodeOnce(
   const spanningStreams = new Set<Stream>((opts.spanning ?? (codec ? ['context'] : [])).map((n) => (n === 'context' ? STREAM.CONTEXT : STREAM.DEFERRED)));
   let dataTextBytes = 0;
   const blocks: BlockDraft[] = [];
+  const flightOpts = opts.firstFlight ?? (codec ? FIRST_FLIGHT : false);
+  const flight = flightOpts === false ? null : flightOpts;
+  if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
+  // The first block of visible text in small frames (FirstFlight.firstBlockPayload).
+  const firstBlockPayload = flight === null ? 0 : (flight.firstBlockPayload ?? flight.framePayload);
+  if (!(firstBlockPayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight.firstBlockPayload must be >= 0');
+  const firstVisibleBudget = firstBlockPayload > 0 ? Math.min(dataBudget, Math.max(96, firstBlockPayload)) : dataBudget;
   for (let s = 0 as Stream; s < STREAMS; s = (s + 1) as Stream) {
     const list = flat.byStream[s];
     for (const d of list) dataTextBytes += d.bytes.length;
@@ -450,7 +463,7 @@ function encodeOnce(
     // than the index allows a block (short texts: 2,000 one-letter table cells compress into one frame, and the
     // assembler refused the page's index frames). A spanning stream's block is compressed once, at the best, into
     // as many frames as it takes.
-    const fit = (pieces: Array<[number, Uint8Array]>, depth: number): void => {
+    const fit = (pieces: Array<[number, Uint8Array]>, depth: number, budget = dataBudget): void => {
       const payload = blockPayload(pieces);
       if (depth > 40) throw new LocalProtocolError(CATP_ERR.UNENCODABLE, 'a block does not fit a frame');
       if (spanning) {
@@ -460,18 +473,18 @@ function encodeOnce(
           fitted.push({ pieces, payload, packed, frames });
           return;
         }
-      } else if (pieces.length <= MAX_BLOCK_PIECES && packPayload(payload, codec, 'search').length <= dataBudget) {
+      } else if (pieces.length <= MAX_BLOCK_PIECES && packPayload(payload, codec, 'search').length <= budget) {
         const packed = packPayload(payload, codec, 'final');
-        if (packed.length <= dataBudget) {
+        if (packed.length <= budget) {
           fitted.push({ pieces, payload, packed, frames: 1 });
           return;
         }
       }
       const [a, b] = splitPieces(pieces);
-      fit(a, depth + 1);
-      fit(b, depth + 1);
+      fit(a, depth + 1, budget);
+      fit(b, depth + 1, budget);
     };
-    for (const pieces of raw) fit(pieces, 0);
+    raw.forEach((pieces, i) => fit(pieces, 0, i === 0 && s === STREAM.VISIBLE ? firstVisibleBudget : dataBudget));
     // Piece numbers and slot parts follow from the fitted blocks.
     let piece = 0;
     let lastSlot = -1;
@@ -623,9 +636,6 @@ function encodeOnce(
     return u;
   })();
 
-  const flightOpts = opts.firstFlight ?? (codec ? FIRST_FLIGHT : false);
-  const flight = flightOpts === false ? null : flightOpts;
-  if (flight !== null && !(flight.indexBytes >= 0 && flight.framePayload >= 0)) throw new LocalProtocolError(CATP_ERR.BAD_OPTIONS, 'firstFlight needs indexBytes >= 0 and framePayload >= 0');
   // The head's unpainted runs (FirstFlight.unpaintedHead): end[u] > u where unit u starts or continues one (the unit
   // after its end), next[u] the first unit of the next one at or after u (units.length: none). A block unit goes with
   // its node, whitespace and comments with the unit before them.

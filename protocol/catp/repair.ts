@@ -713,7 +713,9 @@ export class RepairSender {
     if (this.control !== null) {
       const rto = this.rto();
       this.control.setRto(rto);
-      this.windowBlocked = !this.control.canSend(nowMs, rto);
+      // While the address is unproven its budget bounds the flight (no more than the address sent). The window's stall
+      // rule would shrink it to the least window: on a slow uplink the client's reports queue behind its own padding.
+      this.windowBlocked = this.sendBudget === null && !this.control.canSend(nowMs, rto);
       if (this.windowBlocked) {
         this.windowOpensAt = this.control.windowOpensAt(nowMs, rto) ?? nowMs + 1;
         if (this.hasWork()) this.stats.windowWaits++;

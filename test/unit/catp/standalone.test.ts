@@ -556,6 +556,51 @@ describe('send order: the top of the page first', () => {
     expect(page.frames[2].length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload); // still the flight
   });
 
+  test("the first block of visible text goes in frames of the flight's size, each behind the piece it starts in, so the pieces its text fills come between them", () => {
+    // As on 001 and v8-blog: a short heading, then paragraphs in many elements; the first block of text (~8 KB before
+    // compression) holds the text of the pieces after the one that introduces it. Words that brotli cannot shrink far.
+    const r = seededRng(5);
+    const word = () => Array.from({ length: 3 + Math.floor(r() * 7) }, () => 'abcdefghijklmnopqrstuvwxyz'[Math.floor(r() * 26)]).join('');
+    const para = (i: number) => `<div class="c${i}"><p id="p${i}"><a href="/a/${i}">${word()}</a> ${Array.from({ length: 14 }, word).join(' ')}</p></div>\n`;
+    const html = `<!DOCTYPE html><html><head><title>t</title></head><body><h1>Heading</h1>${Array.from({ length: 120 }, (_, i) => para(i)).join('')}</body></html>`;
+    const page = encodePage(html, { sha256, codec });
+    const whole = encodePage(html, { sha256, codec, firstFlight: false });
+    const visible = (p: EncodedPage) => p.pieces.flatMap((pc) => pc.blocks).filter((b) => b.stream === STREAM.VISIBLE).sort((a, b) => a.seq - b.seq);
+    // without the flight the first visible block is one large frame
+    expect(whole.frames[visible(whole)[0].seq].length - HEADER_BYTES).toBeGreaterThan(FIRST_FLIGHT.framePayload + 300);
+    const first = visible(page).filter((b) => b.firstPiece < visible(whole)[1].firstPiece); // the same text as whole's first block
+    expect(first.length).toBeGreaterThanOrEqual(3);
+    for (const b of first) expect(page.frames[b.seq].length - HEADER_BYTES).toBeLessThanOrEqual(FIRST_FLIGHT.framePayload);
+    // index frames come between them: each block goes behind the piece that introduces it
+    const order = sendOrder(page);
+    const between = order.slice(first[0].seq, first[first.length - 1].seq).filter((o) => 'index' in o);
+    expect(between.length).toBeGreaterThanOrEqual(1);
+    // delivered in send order up to the second of those blocks, more of the page's text shows than with the whole block
+    const textUpTo = (p: EncodedPage, seq: number): number => {
+      const asm = newAssembler();
+      const b = parse5TreeBuilder();
+      for (const f of p.frames.slice(0, seq + 1)) {
+        asm.receive(f, 0);
+        for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+      }
+      return parse5.serialize(b.root as Doc).replace(/<[^>]*>/g, '').trim().length;
+    };
+    const bytesTo = (p: EncodedPage, seq: number) => p.frames.slice(0, seq + 1).reduce((n, f) => n + f.length, 0);
+    const seqSplit = first[1].seq;
+    // the same bytes or fewer of the whole encoding (its frames up to the same count of bytes) show less text
+    let seqWhole = 0;
+    while (seqWhole + 1 < whole.frames.length && bytesTo(whole, seqWhole + 1) <= bytesTo(page, seqSplit)) seqWhole++;
+    expect(textUpTo(page, seqSplit)).toBeGreaterThan(textUpTo(whole, seqWhole));
+    // the same tree, frames in any order
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of shuffle([...page.frames], rng(4))) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
+  });
+
   /** Each frame in send order: an index frame's piece (ordinal), or a data frame's block stream. */
   function sendOrder(page: EncodedPage): Array<{ index: number } | { stream: number }> {
     const streamOf = new Map(page.pieces.flatMap((p) => p.blocks).flatMap((b) => Array.from({ length: b.frames ?? 1 }, (_, i) => [b.seq + i, b.stream] as const)));
