@@ -591,6 +591,10 @@ describe('send order: the top of the page first', () => {
     let seqWhole = 0;
     while (seqWhole + 1 < whole.frames.length && bytesTo(whole, seqWhole + 1) <= bytesTo(page, seqSplit)) seqWhole++;
     expect(textUpTo(page, seqSplit)).toBeGreaterThan(textUpTo(whole, seqWhole));
+    // a size that is no size is refused by name
+    for (const bad of [-1, NaN]) {
+      expect(() => encodePage(html, { sha256, codec, firstFlight: { ...FIRST_FLIGHT, firstBlockPayload: bad } })).toThrow(expect.objectContaining({ code: 'CATP_ERR_BAD_OPTIONS' }));
+    }
     // the same tree, frames in any order
     const asm = newAssembler();
     const b = parse5TreeBuilder();
