@@ -21,8 +21,9 @@ function page(bytes: number) {
 }
 
 /** The lab's generated 50 KB page as the server frames it (encoded once, on first use). */
+const encodeLab50k = (firstFlight?: typeof FIRST_FLIGHT_LAYOUT) => encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec, firstFlight });
 let labPage: EncodedPage | null = null;
-const labPage50k = () => (labPage ??= encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec }));
+const labPage50k = () => (labPage ??= encodeLab50k());
 
 /**
  * One CATP load of the lab's 50 KB page through the paper's link (10 kB/s, 10 ms), a first contact as server/catp.ts
@@ -32,8 +33,7 @@ const labPage50k = () => (labPage ??= encodePage(new TextEncoder().encode(genera
  */
 let labPageWhole: EncodedPage | undefined;
 /** The same page with its first block of text in one frame (`firstBlockPayload: 0`). */
-const labPage50kWholeFirstBlock = () =>
-  (labPageWhole ??= encodePage(new TextEncoder().encode(generatePage(50_000)), { sha256, codec, firstFlight: { ...FIRST_FLIGHT_LAYOUT, firstBlockPayload: 0 } }));
+const labPage50kWholeFirstBlock = () => (labPageWhole ??= encodeLab50k({ ...FIRST_FLIGHT_LAYOUT, firstBlockPayload: 0 }));
 
 function labFirstContact(hint: number | null, link: { loss: number; upLoss?: number; seed: number }, catp = labPage50k()) {
   const sender = new RepairSender(catp.frames, catp.indexFrames, { requestId: ID });

@@ -488,6 +488,17 @@ describe('send order: the top of the page first', () => {
     expect(second.frames).toBeLessThan(page.frames.length / 2);
   });
 
+  /** The tree the assembler builds from `frames`, in their order, serialized. */
+  function assembledHtml(frames: readonly Uint8Array[]): string {
+    const asm = newAssembler();
+    const b = parse5TreeBuilder();
+    for (const f of frames) {
+      asm.receive(f, 0);
+      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
+    }
+    return parse5.serialize(b.root as Doc);
+  }
+
   /** A head of `links` stylesheet links (150: ~3 KB of index after brotli), then a heading and a long paragraph. */
   function longHead(style = '', links = 150): string {
     const r = seededRng(7);
@@ -537,13 +548,7 @@ describe('send order: the top of the page first', () => {
     // the heading paints from the index to it and the blocks behind, in send order; the tree is parse5's in any order
     const at = page.pieces.findIndex((p) => p.nodes.some((n) => n.kind === 'element' && n.tagName === 'h1'));
     expect(textBeforeSecondIndexFrame(page, at + 2).text).toContain('Heading');
-    const asm = newAssembler();
-    const b = parse5TreeBuilder();
-    for (const f of shuffle([...page.frames], rng(3))) {
-      asm.receive(f, 0);
-      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
-    }
-    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
+    expect(assembledHtml(shuffle([...page.frames], rng(3)))).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
     // without it (firstFlight: false), the first frame is a full one
     expect(encodePage(html, { sha256, codec, firstFlight: false }).frames[0].length).toBeGreaterThan(1200);
   });
@@ -576,15 +581,7 @@ describe('send order: the top of the page first', () => {
     const between = order.slice(first[0].seq, first[first.length - 1].seq).filter((o) => 'index' in o);
     expect(between.length).toBeGreaterThanOrEqual(1);
     // delivered in send order up to the second of those blocks, more of the page's text shows than with the whole block
-    const textUpTo = (p: EncodedPage, seq: number): number => {
-      const asm = newAssembler();
-      const b = parse5TreeBuilder();
-      for (const f of p.frames.slice(0, seq + 1)) {
-        asm.receive(f, 0);
-        for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
-      }
-      return parse5.serialize(b.root as Doc).replace(/<[^>]*>/g, '').trim().length;
-    };
+    const textUpTo = (p: EncodedPage, seq: number): number => assembledHtml(p.frames.slice(0, seq + 1)).replace(/<[^>]*>/g, '').trim().length;
     const bytesTo = (p: EncodedPage, seq: number) => p.frames.slice(0, seq + 1).reduce((n, f) => n + f.length, 0);
     const seqSplit = first[1].seq;
     // the same bytes or fewer of the whole encoding (its frames up to the same count of bytes) show less text
@@ -596,13 +593,7 @@ describe('send order: the top of the page first', () => {
       expect(() => encodePage(html, { sha256, codec, firstFlight: { ...FIRST_FLIGHT, firstBlockPayload: bad } })).toThrow(expect.objectContaining({ code: 'CATP_ERR_BAD_OPTIONS' }));
     }
     // the same tree, frames in any order
-    const asm = newAssembler();
-    const b = parse5TreeBuilder();
-    for (const f of shuffle([...page.frames], rng(4))) {
-      asm.receive(f, 0);
-      for (let e = asm.nextEvent(); e; e = asm.nextEvent()) b.apply(e);
-    }
-    expect(parse5.serialize(b.root as Doc)).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
+    expect(assembledHtml(shuffle([...page.frames], rng(4)))).toBe(parse5.serialize(parse5.parse(html, { scriptingEnabled: false })));
   });
 
   /** Each frame in send order: an index frame's piece (ordinal), or a data frame's block stream. */
