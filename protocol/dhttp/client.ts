@@ -687,7 +687,10 @@ export class DhttpClient {
     p.repeats++;
     p.atMs = nowMs;
     this.stats.proofRepeats++;
-    this.sendUdp(req, nowMs);
+    // never flagged as a resend, even after the stream's request was resent (see sendUdp): flagged, a repeat the
+    // server had answered counted as a loss and put the client's whole prefix in high-loss mode, every small answer
+    // after it over a connection the server opens (traced in the lab on a cold page, session 68)
+    this.sendUdp(req, nowMs, false);
     req.deadline = null;
   }
 

@@ -322,6 +322,32 @@ describe("first contact: a stream's first flight comes unproven (address validat
     expect(c.counters().proofRepeats).toBe(times.length);
   });
 
+  test("a stream resent before its token answer came (a slow first encode): neither its proof nor the proof's repeats carry the resend flag", () => {
+    const c = client();
+    const id = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
+    drain(c);
+    c.handleTimer(c.nextTimerAt()!); // the server is still encoding the page: our resend, flagged
+    const resend = requestDatagrams(drain(c).actions).map((a) => decodeRequest(a.data));
+    expect(resend.map((r) => r.resend)).toEqual([true]);
+    c.receiveDatagram(tokenAnswer(id, '1.abc.AAAAAAAAAAAAAAAAAAAAAA'), SERVER, 320);
+    for (let k = 0; k < 3; k++) c.receiveDatagram(frame(id, k, 1400), SERVER, 330 + 10 * k);
+    const flags: boolean[] = [];
+    const collect = (actions: ClientAction[]) => {
+      for (const a of requestDatagrams(actions)) {
+        const r = decodeRequest(a.data);
+        if (/^[A-Z]+ /.test(new TextDecoder().decode(r.http))) flags.push(r.resend);
+      }
+    };
+    collect(drain(c).actions);
+    for (let at = c.nextTimerAt(); at !== null && at <= 1500; at = c.nextTimerAt()) {
+      c.handleTimer(at);
+      collect(drain(c).actions);
+    }
+    expect(c.counters().proofRepeats).toBeGreaterThanOrEqual(2);
+    expect(flags.length).toBe(1 + c.counters().proofRepeats); // the proof, then its repeats
+    expect(flags.every((f) => !f)).toBe(true);
+  });
+
   test('a stream proven from its first request (a token held before) never repeats its proof', () => {
     const c = client();
     const first = c.request({ url: 'dhttp://127.0.0.1:8080/page.html', headers: [['Catp-Mode', 'catp']], stream: STREAM }, 0);
