@@ -1,4 +1,5 @@
 import { createWriteStream } from 'node:fs';
+import { isIP } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 
 import { serialize } from 'parse5';
@@ -34,6 +35,8 @@ options:
   -H, --header 'N: V'      add a request header (repeatable)
   -d, --data TEXT          request body
       --timeout MS         give up after MS milliseconds (default 30000)
+      --bind ADDRESS       send DHTTP requests from this local address and take the server's connections on it
+                           (default: the loopback address for a loopback server, else every address)
       --catp               load the page as CATP frames (dhttp:// only)
       --inorder            load the page's bytes as in-order datagrams (dhttp:// only)
       --rate BYTES_PER_S   ask the server to send --catp / --inorder frames at most this fast (Catp-Rate)
@@ -57,6 +60,7 @@ const options = {
   header: { type: 'string', short: 'H', multiple: true },
   data: { type: 'string', short: 'd' },
   timeout: { type: 'string' },
+  bind: { type: 'string' },
   catp: { type: 'boolean' },
   inorder: { type: 'boolean' },
   rate: { type: 'string' },
@@ -99,7 +103,9 @@ export async function get(argv: string[], io: Io): Promise<number> {
   if (values.store !== undefined && values['no-store']) throw new UsageError('--store and --no-store exclude each other');
   // in-order mode has no blocks and streamed answers no DTD: no store there
   const store = values['no-store'] || mode === 'inorder' ? null : await PayloadStore.open({ dir: values.store ?? defaultStoreDir() });
-  const host = new DhttpHost(store ? { store, client: FIRST_CONTACT } : { client: FIRST_CONTACT });
+  const bind = values.bind;
+  if (bind !== undefined && isIP(bind) === 0) throw new UsageError(`--bind needs an IP address, not '${bind}'`);
+  const host = new DhttpHost({ client: FIRST_CONTACT, ...(store ? { store } : {}), ...(bind !== undefined ? { bind } : {}) });
   const unsubscribe = [
     channels.request.subscribe(({ requestId }) => log(`> ${values.method ?? 'GET'} ${url}  request id ${requestId}`)),
     channels.resend.subscribe((e) => {

@@ -28,6 +28,9 @@ test('bad usage exits 2 with a pointer to --help', () => {
   expect(r.stderr.toString()).toContain("catp get --help");
   expect(run('frobnicate').status).toBe(2);
   expect(run('get', 'ftp://x/').stderr.toString()).toMatch(/scheme/i);
+  const bind = run('get', '--bind', 'nowhere', 'dhttp://127.0.0.1:9/');
+  expect(bind.status).toBe(2);
+  expect(bind.stderr.toString()).toMatch(/--bind needs an IP address, not 'nowhere'/);
 });
 
 test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose, 404', async () => {
@@ -59,6 +62,15 @@ test('catp serve + catp get: small over UDP, large over TCP, -o FILE, --verbose,
     expect(viaTcp.stdout.length).toBe(0);
     expect(viaTcp.stderr.toString()).toMatch(/via TCP/);
     expect(readFileSync(out).equals(large)).toBe(true);
+
+    // from another local address (the lab's warm-up does this): the request leaves from it, and the large answer
+    // comes over a connection the server opens back to it
+    for (const [name, body] of [['small.bin', small], ['large.bin', large]] as const) {
+      const bound = spawnSync(process.execPath, [CATP, 'get', '-v', '--bind', '127.0.0.3', `dhttp://127.0.0.1:${port}/${name}`], { timeout: 20_000, env: env() });
+      expect(bound.status).toBe(0);
+      expect(Buffer.compare(bound.stdout, body)).toBe(0);
+      expect(bound.stderr.toString()).toMatch(/endpoint 127\.0\.0\.3 udp:\d+ tcp:\d+/);
+    }
 
     const missing = spawnSync(process.execPath, [CATP, 'get', `dhttp://127.0.0.1:${port}/missing`], { timeout: 20_000, env: env() });
     expect(missing.status).toBe(1);
