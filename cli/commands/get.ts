@@ -1,6 +1,6 @@
 import { createWriteStream } from 'node:fs';
-import { isIP } from 'node:net';
 import { writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 
 import { serialize } from 'parse5';
 

@@ -79,14 +79,12 @@ export async function warmOrigin(link: Link, origin: Origin, urlPath: string, tr
   const { cmd, args } = catpCommand();
   const at = `${link.serverAddress}:${origin.port}${urlPath}`;
   const dhttp = transport === 'catp' || transport === 'inorder';
-  if (dhttp) await addWarmUpAddress(link);
-  const bind = ['--bind', WARM_UP_ADDRESS];
-  const get = transport === 'catp' ? [...bind, '--catp', `dhttp://${at}`]
-    : transport === 'inorder' ? [...bind, '--inorder', `dhttp://${at}`]
+  const get = dhttp ? ['--bind', WARM_UP_ADDRESS, `--${transport}`, `dhttp://${at}`]
     : transport === 'tcp' ? ['-H', 'Accept-Encoding: br', `http://${at}`]
       : transport === 'chromium' ? ['-H', 'Accept-Encoding: gzip, deflate', `http://${at}`]
         : null;
   if (get === null) return;
+  if (dhttp) await addWarmUpAddress(link);
   await link.runIn('server', cmd, [...args, 'get', '--no-store', '-o', '/dev/null', ...get], timeoutMs);
 }
 

@@ -186,7 +186,7 @@ export class DhttpClient {
     ) {
       this.register(req);
       this.moveTo(req, 'udp');
-      this.sendUdp(req, nowMs);
+      this.sendUdp(req, nowMs, false);
     } else {
       this.register(req);
       this.sendDhttpTcp(req, false, nowMs);
@@ -608,11 +608,12 @@ export class DhttpClient {
 
   /**
    * (Again) the request's datagram, from a UDP phase, which it keeps. `resend`: flagged as a resend (its answer
-   * goes over TCP, and the server counts it as a loss). A stream's proof (after its `421 … token`, or when the
-   * token comes in another answer) never is, whatever came before it: the server asked for it, its frames go over
-   * UDP whatever the flag says, and the flag would only count as a second loss there.
+   * goes over TCP, and the server counts it as a loss); every caller says, so that no send inherits the flag from
+   * the request's history. A stream's proof (after its `421 … token`, when the token comes in another answer, and its
+   * repeats) never is, whatever came before it: the server asked for it, its frames go over UDP whatever the flag
+   * says, and the flag would only count as a second loss there.
    */
-  private sendUdp(req: Req, nowMs: number, resend = req.resends > 0): void {
+  private sendUdp(req: Req, nowMs: number, resend: boolean): void {
     req.lastSendMs = nowMs;
     req.tokenless = req.origin.token === null;
     req.deadline = nowMs + this.timeoutFor(req.resends);
@@ -687,9 +688,8 @@ export class DhttpClient {
     p.repeats++;
     p.atMs = nowMs;
     this.stats.proofRepeats++;
-    // never flagged as a resend, even after the stream's request was resent (see sendUdp): flagged, a repeat the
-    // server had answered counted as a loss and put the client's whole prefix in high-loss mode, every small answer
-    // after it over a connection the server opens (traced in the lab on a cold page, session 68)
+    // a proof, never a resend (see sendUdp): until session 68 it took the request's resend count, and a repeat the
+    // server had answered counted as a loss and put the client's whole prefix in high-loss mode
     this.sendUdp(req, nowMs, false);
     req.deadline = null;
   }
@@ -709,7 +709,7 @@ export class DhttpClient {
     req.resends++;
     this.stats.resends++;
     this.events.push({ type: 'resend', requestId: req.idHex, attempt: req.resends, overTcp: false });
-    this.sendUdp(req, nowMs);
+    this.sendUdp(req, nowMs, true);
   }
 
   private fallBack(req: Req, reason: FallbackReason, nowMs: number): void {
